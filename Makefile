@@ -1,0 +1,54 @@
+# ringlm — build, test, run. `make run` and `make test` work on a fresh
+# machine with Go 1.26 and gcc; nothing else is installed by hand.
+
+GO        ?= go
+BIN       := bin/ringlm
+FUZZTIME  ?= 30s
+NVCC      ?= nvcc
+CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
+DEFAULT_MODEL := bin/tiny-llama-f16.gguf
+
+.PHONY: all build test vet run cuda bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/ringlm
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# All tests, under the race detector.
+test: vet
+	$(GO) test -race -count=1 ./...
+
+# Builds the binary and a small synthetic model, then shows it. (Generation
+# joins here once the CPU model lands.)
+run: build
+	@[ -f $(DEFAULT_MODEL) ] || ./$(BIN) synth --preset tiny --arch llama --type f16 -o $(DEFAULT_MODEL)
+	./$(BIN) show $(DEFAULT_MODEL)
+
+# The CUDA device library (needs nvcc; never needed by `go build`).
+cuda:
+	@command -v $(NVCC) >/dev/null 2>&1 || { echo "make cuda: nvcc not found. The CUDA device is built on a machine with the CUDA toolkit (nvcc 12+); everything else runs on the CPU device."; exit 1; }
+	@if ls kernels/cuda/*.cu >/dev/null 2>&1; then \
+	  $(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC -shared -o kernels/cuda/libringlm_cuda.so kernels/cuda/*.cu; \
+	else echo "make cuda: no CUDA sources yet (kernels/cuda)"; fi
+
+# Benchmarks (go test -bench); figures go to bench/RESULTS.md by hand.
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# Short runs of every fuzz target (FUZZTIME each).
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+	    $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+clean:
+	rm -rf bin

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"ringlm/gguf"
+)
+
+func runShow(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("show", "show FILE [--json]", stderr)
+	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("expected one GGUF file, got %d arguments", len(pos))
+	}
+	f, err := gguf.Open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s := summarize(pos[0], f)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	printSummary(stdout, s)
+	return nil
+}
+
+type showTensor struct {
+	Name   string   `json:"name"`
+	Type   string   `json:"type"`
+	Shape  []uint64 `json:"shape"` // ggml order: shape[0] is the row length
+	Bytes  uint64   `json:"bytes"`
+	Offset uint64   `json:"offset"`
+}
+
+type showValue struct {
+	Type  string `json:"type"`
+	Value any    `json:"value,omitempty"` // scalars, and arrays of up to 16 elements
+	Len   *int   `json:"len,omitempty"`   // arrays
+	Head  any    `json:"head,omitempty"`  // the first elements of long arrays
+}
+
+type showSummary struct {
+	File       string               `json:"file"`
+	Size       uint64               `json:"size"`
+	Version    uint32               `json:"version"`
+	Alignment  uint64               `json:"alignment"`
+	DataOffset uint64               `json:"data_offset"`
+	Params     uint64               `json:"params"`
+	TensorData uint64               `json:"tensor_bytes"`
+	Hparams    *gguf.Hparams        `json:"hparams,omitempty"`
+	HparamsErr string               `json:"hparams_error,omitempty"`
+	Metadata   map[string]showValue `json:"metadata"`
+	keys       []string
+	Tensors    []showTensor `json:"tensors"`
+}
+
+const arrayPreview = 16
+
+func summarize(path string, f *gguf.File) *showSummary {
+	s := &showSummary{File: path, Size: f.Size, Version: f.Version, Alignment: f.Alignment, DataOffset: f.DataOffset,
+		Metadata: map[string]showValue{}}
+	if _, ok := f.Get("general.architecture"); ok {
+		if h, err := f.Hparams(); err == nil {
+			s.Hparams = &h
+		} else {
+			s.HparamsErr = err.Error()
+		}
+	}
+	for _, kv := range f.KVs {
+		v := showValue{Type: kv.Value.Type.String()}
+		if kv.Value.Type == gguf.TypeArray {
+			n := kv.Value.Len()
+			v.Type = "[" + kv.Value.Elem.String() + "]"
+			v.Len = &n
+			if n <= arrayPreview {
+				v.Value = kv.Value.Raw()
+			} else {
+				v.Head = headOf(kv.Value.Raw(), arrayPreview)
+			}
+		} else {
+			v.Value = kv.Value.Raw()
+		}
+		s.Metadata[kv.Key] = v
+		s.keys = append(s.keys, kv.Key)
+	}
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		s.Tensors = append(s.Tensors, showTensor{Name: t.Name, Type: t.Type.String(), Shape: t.Dims, Bytes: t.Size, Offset: t.Offset})
+		s.Params += t.Elements()
+		s.TensorData += t.Size
+	}
+	return s
+}
+
+func headOf(raw any, n int) any {
+	switch a := raw.(type) {
+	case []string:
+		return a[:n]
+	case []int32:
+		return a[:n]
+	case []float32:
+		return a[:n]
+	case []uint32:
+		return a[:n]
+	case []uint8:
+		return a[:n]
+	case []int8:
+		return a[:n]
+	case []uint16:
+		return a[:n]
+	case []int16:
+		return a[:n]
+	case []uint64:
+		return a[:n]
+	case []int64:
+		return a[:n]
+	case []float64:
+		return a[:n]
+	case []bool:
+		return a[:n]
+	case []gguf.Value:
+		return fmt.Sprint(a[:n])
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, s *showSummary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "file\t%s (%s, GGUF v%d, alignment %d)\n", s.File, humanBytes(s.Size), s.Version, s.Alignment)
+	fmt.Fprintf(tw, "parameters\t%s (%d) in %d tensors, %s of tensor data\n", humanCount(s.Params), s.Params, len(s.Tensors), humanBytes(s.TensorData))
+	if h := s.Hparams; h != nil {
+		fmt.Fprintf(tw, "architecture\t%s\n", h.Arch)
+		if h.Name != "" {
+			fmt.Fprintf(tw, "name\t%s\n", h.Name)
+		}
+		fmt.Fprintf(tw, "file type\t%s\n", fileTypeName(h.FileType))
+		fmt.Fprintf(tw, "context length\t%d\n", h.ContextLength)
+		fmt.Fprintf(tw, "embedding length\t%d\n", h.EmbeddingLength)
+		fmt.Fprintf(tw, "layers\t%d\n", h.BlockCount)
+		fmt.Fprintf(tw, "attention heads\t%d (kv %d), head dim %d\n", h.HeadCount, h.HeadCountKV, h.KeyLength)
+		fmt.Fprintf(tw, "feed forward length\t%d\n", h.FeedForwardLength)
+		rope := fmt.Sprintf("base %g, %d dims", h.RopeFreqBase, h.RopeDimension)
+		if h.RopeScalingType != "" {
+			rope += fmt.Sprintf(", scaling %s ×%g", h.RopeScalingType, h.RopeScalingFactor)
+		}
+		fmt.Fprintf(tw, "rope\t%s\n", rope)
+		fmt.Fprintf(tw, "rms norm epsilon\t%g\n", h.NormEpsilon)
+		fmt.Fprintf(tw, "vocabulary\t%d\n", h.VocabSize)
+	} else if s.HparamsErr != "" {
+		fmt.Fprintf(tw, "hyper-parameters\tunreadable: %s\n", s.HparamsErr)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nmetadata (%d keys)\n", len(s.keys))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, k := range s.keys {
+		v := s.Metadata[k]
+		var val string
+		switch {
+		case v.Len != nil && v.Head != nil:
+			val = fmt.Sprintf("%d × %s", *v.Len, previewString(v.Head))
+		case v.Len != nil:
+			val = fmt.Sprintf("%d × %s", *v.Len, previewString(v.Value))
+		default:
+			val = previewString(v.Value)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", k, v.Type, val)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\ntensors (%d; shape in ggml order, row length first)\n", len(s.Tensors))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  name\ttype\tshape\tbytes\t\n")
+	for _, t := range s.Tensors {
+		dims := make([]string, len(t.Shape))
+		for i, d := range t.Shape {
+			dims[i] = fmt.Sprint(d)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t[%s]\t%d\t\n", t.Name, t.Type, strings.Join(dims, ", "), t.Bytes)
+	}
+	tw.Flush()
+}
+
+// previewString renders a value on one line, cutting long strings.
+func previewString(v any) string {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = fmt.Sprintf("%q", x)
+	case []string:
+		q := make([]string, len(x))
+		for i, e := range x {
+			q[i] = fmt.Sprintf("%q", e)
+		}
+		s = "[" + strings.Join(q, " ") + "]"
+	default:
+		s = fmt.Sprint(v)
+	}
+	if len(s) > 100 {
+		s = s[:97] + "…"
+	}
+	return s
+}
+
+func humanCount(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
+
+// fileTypeName names llama.cpp's llama_ftype values.
+func fileTypeName(ft uint32) string {
+	names := map[uint32]string{0: "all F32", 1: "mostly F16", 2: "mostly Q4_0", 3: "mostly Q4_1", 7: "mostly Q8_0",
+		8: "mostly Q5_0", 9: "mostly Q5_1", 10: "mostly Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L",
+		14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "mostly BF16", 38: "MXFP4 MoE"}
+	if n, ok := names[ft]; ok {
+		return fmt.Sprintf("%s (%d)", n, ft)
+	}
+	return fmt.Sprint(ft)
+}

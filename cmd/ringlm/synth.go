@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"ringlm/gguf"
+	"ringlm/synth"
+)
+
+func runSynth(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("synth", "synth --preset P [--arch A] -o FILE [--type f32|f16|bf16|q8_0] [--seed N] [--tokenizer tokenizer.json] [--vocab-only]", stderr)
+	preset := fs.String("preset", "tiny", "shape preset: "+strings.Join(synth.PresetNames(), ", "))
+	arch := fs.String("arch", "", "architecture: llama (also mistral), qwen2, phi3; tiny defaults to llama, other presets fix their own")
+	out := fs.String("o", "", "output GGUF file (required)")
+	typName := fs.String("type", "f16", "weight type of the matrices: f32, f16, bf16, q8_0 (norms and biases stay f32)")
+	seed := fs.Uint64("seed", 1, "random seed of the weights")
+	tokPath := fs.String("tokenizer", "", "HuggingFace tokenizer.json (or .json.gz) to import as the vocabulary; tokenizer_config.json beside it is read too")
+	vocabOnly := fs.Bool("vocab-only", false, "write only metadata and vocabulary, no tensors (like llama.cpp's ggml-vocab files)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if *out == "" {
+		return usagef("-o FILE is required")
+	}
+	typ, ok := gguf.ParseType(*typName)
+	if !ok {
+		return usagef("unknown --type %q (f32, f16, bf16, q8_0)", *typName)
+	}
+	shape, err := synth.Lookup(*preset, *arch)
+	if err != nil {
+		return err
+	}
+	o := synth.Options{Shape: shape, Type: typ, Seed: *seed, VocabOnly: *vocabOnly}
+	if *tokPath != "" {
+		if o.Tokenizer, err = importTokenizer(*tokPath); err != nil {
+			return err
+		}
+	}
+	w, err := synth.Build(o)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := w.WriteFile(*out); err != nil {
+		return err
+	}
+	st, err := os.Stat(*out)
+	if err != nil {
+		return err
+	}
+	vocab := 0
+	for _, kv := range w.KVs() {
+		if kv.Key == "tokenizer.ggml.tokens" {
+			vocab = kv.Value.Len()
+		}
+	}
+	what := shape.Describe(vocab)
+	if *vocabOnly {
+		what = fmt.Sprintf("vocabulary only, %d tokens", vocab)
+	}
+	fmt.Fprintf(stdout, "wrote %s: %s, %s weights, %s in %.1fs\n", *out, what, typ, humanBytes(uint64(st.Size())), time.Since(start).Seconds())
+	return nil
+}
+
+func humanBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

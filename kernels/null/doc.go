@@ -1,0 +1,3 @@
+// Package null will be a device that completes steps instantly with
+// deterministic tokens, for scheduler and ring benchmarks.
+package null
