@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 
 	"ringlm/gguf"
@@ -33,8 +34,11 @@ const chatMLTemplate = "{% for message in messages %}{{'<|im_start|>' + message[
 const builtinMerges = 252 // 256 bytes + merges + 4 specials = 512 tokens
 
 // builtinVocab is a byte-level BPE vocabulary (tokenizer.ggml.model gpt2)
-// trained on builtinCorpus, returned as GGUF tokenizer metadata.
-func builtinVocab() []gguf.KV {
+// trained on builtinCorpus, returned as GGUF tokenizer metadata. Trained
+// once per process; callers must not modify the result.
+var builtinVocab = sync.OnceValue(trainBuiltinVocab)
+
+func trainBuiltinVocab() []gguf.KV {
 	tokens, merges := trainBPE(builtinCorpus, builtinMerges)
 	types := make([]int32, len(tokens), len(tokens)+len(builtinSpecials))
 	for i := range types {

@@ -1,0 +1,329 @@
+package model
+
+import (
+	"fmt"
+	"math"
+)
+
+// Seq is one sequence's share of a forward step: Tokens at positions
+// Pos, Pos+1, …; Blocks must cover every position up to the last one.
+type Seq struct {
+	Tokens []int32
+	Pos    int
+	Blocks []int32
+	// Logits receives the logits of the last token (len Vocab), or of
+	// every token (len(Tokens)*Vocab) when AllLogits is set; nil skips the
+	// output head for this sequence (a prefill chunk that is not the last).
+	Logits    []float32
+	AllLogits bool
+}
+
+// Forward runs one step for a batch of sequences: it appends their keys
+// and values to the KV pool and writes the requested logits. Every
+// per-token computation is independent of the batch's other members and
+// uses fixed summation orders, so results are bitwise identical whether a
+// sequence runs alone or beside others, in any chunking of its prompt.
+func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
+	c := &m.Config
+	T := 0
+	for i := range seqs {
+		s := &seqs[i]
+		if len(s.Tokens) == 0 {
+			return fmt.Errorf("model: sequence %d has no tokens", i)
+		}
+		last := s.Pos + len(s.Tokens) - 1
+		if s.Pos < 0 || last/kv.BlockSize >= len(s.Blocks) {
+			return fmt.Errorf("model: sequence %d: block table of %d blocks does not cover position %d", i, len(s.Blocks), last)
+		}
+		for _, b := range s.Blocks[:last/kv.BlockSize+1] {
+			if b < 0 || int(b) >= kv.Blocks {
+				return fmt.Errorf("model: sequence %d: block %d outside the pool of %d", i, b, kv.Blocks)
+			}
+		}
+		for _, t := range s.Tokens {
+			if t < 0 || int(t) >= c.Vocab {
+				return fmt.Errorf("model: token %d outside the vocabulary of %d", t, c.Vocab)
+			}
+		}
+		want := 0
+		if s.Logits != nil {
+			want = c.Vocab
+			if s.AllLogits {
+				want *= len(s.Tokens)
+			}
+		}
+		if len(s.Logits) != want {
+			return fmt.Errorf("model: sequence %d: logits buffer of %d, want %d", i, len(s.Logits), want)
+		}
+		T += len(s.Tokens)
+	}
+	if kv.Layers != c.Layers || kv.KVDim != c.KVDim() {
+		return fmt.Errorf("model: KV pool shaped for %d layers × %d, model has %d × %d", kv.Layers, kv.KVDim, c.Layers, c.KVDim())
+	}
+
+	// Per-token bookkeeping: which sequence, which position.
+	type tok struct {
+		seq, pos int
+	}
+	toks := make([]tok, 0, T)
+	for i := range seqs {
+		for j := range seqs[i].Tokens {
+			toks = append(toks, tok{i, seqs[i].Pos + j})
+		}
+	}
+
+	dim, qd, kvd := c.Dim, c.Heads*c.HeadDim, c.KVDim()
+	x := make([]float32, T*dim)
+	xn := make([]float32, T*dim)
+	for t, tk := range toks {
+		m.Embed.Row(int(seqs[tk.seq].Tokens[tk.pos-seqs[tk.seq].Pos]), x[t*dim:(t+1)*dim])
+	}
+	cos, sin := m.ropeTables(toks2pos(len(toks), func(i int) int { return toks[i].pos }))
+
+	qkvW := qd + 2*kvd
+	qkv := make([]float32, T*qkvW)
+	q := make([]float32, T*qd)
+	k := make([]float32, T*kvd)
+	v := make([]float32, T*kvd)
+	att := make([]float32, T*qd)
+	proj := make([]float32, T*dim)
+	up := make([]float32, T*2*c.FFN)
+	gate := make([]float32, T*c.FFN)
+	act := make([]float32, T*c.FFN)
+
+	for l := range m.Layers {
+		L := &m.Layers[l]
+		rmsNorm(xn, x, L.AttnNorm, T, c.NormEps)
+		if m.arch.fusedQKV {
+			m.pool.matmul(qkv, &L.Q, xn, T)
+			for t := 0; t < T; t++ {
+				r := qkv[t*qkvW:]
+				copy(q[t*qd:(t+1)*qd], r[:qd])
+				copy(k[t*kvd:(t+1)*kvd], r[qd:qd+kvd])
+				copy(v[t*kvd:(t+1)*kvd], r[qd+kvd:qkvW])
+			}
+		} else {
+			m.pool.matmul(q, &L.Q, xn, T)
+			m.pool.matmul(k, &L.K, xn, T)
+			m.pool.matmul(v, &L.V, xn, T)
+		}
+		if L.QB != nil {
+			addBias(q, L.QB, T)
+			addBias(k, L.KB, T)
+			addBias(v, L.VB, T)
+		}
+		for t := 0; t < T; t++ {
+			m.rope(q[t*qd:(t+1)*qd], c.Heads, cos[t], sin[t])
+			m.rope(k[t*kvd:(t+1)*kvd], c.KVHeads, cos[t], sin[t])
+			s := &seqs[toks[t].seq]
+			kv.store(l, s.Blocks, toks[t].pos, k[t*kvd:(t+1)*kvd], v[t*kvd:(t+1)*kvd])
+		}
+		m.pool.parallelRows(T, (toks[T-1].pos+1)*qd, func(lo, hi int) {
+			kb := make([]float32, kvd)
+			var scores []float32
+			for t := lo; t < hi; t++ {
+				scores = m.attend(kv, l, seqs[toks[t].seq].Blocks, toks[t].pos, q[t*qd:(t+1)*qd], att[t*qd:(t+1)*qd], scores, kb)
+			}
+		})
+		m.pool.matmul(proj, &L.Out, att, T)
+		addInto(x, proj)
+
+		rmsNorm(xn, x, L.FFNNorm, T, c.NormEps)
+		ff := c.FFN
+		if m.arch.fusedUp {
+			m.pool.matmul(up, &L.Up, xn, T)
+			for t := 0; t < T; t++ {
+				r := up[t*2*ff:]
+				for i := 0; i < ff; i++ {
+					act[t*ff+i] = silu(r[i]) * r[ff+i]
+				}
+			}
+		} else {
+			m.pool.matmul(gate, &L.Gate, xn, T)
+			m.pool.matmul(up[:T*ff], &L.Up, xn, T)
+			for i := range act {
+				act[i] = silu(gate[i]) * up[i]
+			}
+		}
+		m.pool.matmul(proj, &L.Down, act, T)
+		addInto(x, proj)
+	}
+
+	// Output head only for the tokens whose logits were asked for.
+	var rows []int
+	var dsts [][]float32
+	t := 0
+	for i := range seqs {
+		s := &seqs[i]
+		n := len(s.Tokens)
+		if s.Logits != nil {
+			if s.AllLogits {
+				for j := 0; j < n; j++ {
+					rows = append(rows, t+j)
+					dsts = append(dsts, s.Logits[j*c.Vocab:(j+1)*c.Vocab])
+				}
+			} else {
+				rows = append(rows, t+n-1)
+				dsts = append(dsts, s.Logits)
+			}
+		}
+		t += n
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	h := make([]float32, len(rows)*dim)
+	for i, r := range rows {
+		copy(h[i*dim:(i+1)*dim], x[r*dim:(r+1)*dim])
+	}
+	rmsNorm(h, h, m.OutNorm, len(rows), c.NormEps)
+	logits := make([]float32, len(rows)*c.Vocab)
+	m.pool.matmul(logits, &m.Output, h, len(rows))
+	for i, d := range dsts {
+		copy(d, logits[i*c.Vocab:(i+1)*c.Vocab])
+	}
+	return nil
+}
+
+func toks2pos(n int, pos func(int) int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = pos(i)
+	}
+	return out
+}
+
+// rmsNorm: dst = x / sqrt(mean(x²) + eps) * w, row by row (the mean
+// accumulated in float64, then applied in float32 as HF does).
+func rmsNorm(dst, x, w []float32, rows int, eps float32) {
+	n := len(w)
+	for r := 0; r < rows; r++ {
+		xr, dr := x[r*n:(r+1)*n], dst[r*n:(r+1)*n]
+		var ss float64
+		for _, v := range xr {
+			ss += float64(v) * float64(v)
+		}
+		inv := float32(1 / math.Sqrt(float64(float32(ss/float64(n))+eps)))
+		for i, v := range xr {
+			dr[i] = w[i] * (v * inv)
+		}
+	}
+}
+
+func addBias(x, b []float32, rows int) {
+	n := len(b)
+	for r := 0; r < rows; r++ {
+		xr := x[r*n : (r+1)*n]
+		for i := range xr {
+			xr[i] += b[i]
+		}
+	}
+}
+
+func addInto(x, y []float32) {
+	for i := range x {
+		x[i] += y[i]
+	}
+}
+
+func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
+
+// ropeTables computes cos and sin of every rotated frequency at each
+// token's position, in float32 as HF does: inv_freq = 1/base^(2i/d), then
+// divided by rope_freqs' factor where present; angle = pos·inv_freq.
+func (m *Model) ropeTables(pos []int) (cos, sin [][]float32) {
+	half := m.RopeDim / 2
+	inv := make([]float32, half)
+	for i := range inv {
+		inv[i] = float32(1 / math.Pow(float64(m.RopeBase), float64(float32(2*i)/float32(m.RopeDim))))
+		if m.RopeFactor != nil {
+			inv[i] /= m.RopeFactor[i]
+		}
+	}
+	cos, sin = make([][]float32, len(pos)), make([][]float32, len(pos))
+	for t, p := range pos {
+		c, s := make([]float32, half), make([]float32, half)
+		fp := float32(p) * m.RopeScale
+		for i := range inv {
+			a := fp * inv[i]
+			c[i] = float32(math.Cos(float64(a)))
+			s[i] = float32(math.Sin(float64(a)))
+		}
+		cos[t], sin[t] = c, s
+	}
+	return cos, sin
+}
+
+// rope rotates each head of x in place: adjacent pairs for RopeNormal,
+// halves for RopeNeox (only the first RopeDim dimensions of a head).
+func (m *Model) rope(x []float32, heads int, cos, sin []float32) {
+	hd, half := m.HeadDim, m.RopeDim/2
+	for h := 0; h < heads; h++ {
+		v := x[h*hd : (h+1)*hd]
+		for i := 0; i < half; i++ {
+			var a, b *float32
+			if m.Rope == RopeNormal {
+				a, b = &v[2*i], &v[2*i+1]
+			} else {
+				a, b = &v[i], &v[i+half]
+			}
+			x0, x1 := *a, *b
+			*a = x0*cos[i] - x1*sin[i]
+			*b = x0*sin[i] + x1*cos[i]
+		}
+	}
+}
+
+// attend computes causal attention of one token (query q, all heads) at
+// position pos over positions 0..pos of its sequence, into out.
+func (m *Model) attend(kv *KVPool, layer int, table []int32, pos int, q, out, scores, kb []float32) []float32 {
+	c := &m.Config
+	hd, group, n := c.HeadDim, c.Heads/c.KVHeads, pos+1
+	if cap(scores) < c.Heads*n {
+		scores = make([]float32, c.Heads*n)
+	}
+	scores = scores[:c.Heads*n]
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	for p := 0; p < n; p++ {
+		key := kv.load(layer, 0, table, p, kb)
+		for h := 0; h < c.Heads; h++ {
+			kh := (h / group) * hd
+			scores[h*n+p] = dot(q[h*hd:(h+1)*hd], key[kh:kh+hd]) * scale
+		}
+	}
+	for h := 0; h < c.Heads; h++ {
+		softmax(scores[h*n : (h+1)*n])
+	}
+	for i := range out {
+		out[i] = 0
+	}
+	for p := 0; p < n; p++ {
+		val := kv.load(layer, 1, table, p, kb)
+		for h := 0; h < c.Heads; h++ {
+			w := scores[h*n+p]
+			kh := (h / group) * hd
+			o, vv := out[h*hd:(h+1)*hd], val[kh:kh+hd]
+			for i := range o {
+				o[i] += w * vv[i]
+			}
+		}
+	}
+	return scores
+}
+
+func softmax(x []float32) {
+	mx := x[0]
+	for _, v := range x[1:] {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for i, v := range x {
+		e := float32(math.Exp(float64(v - mx)))
+		x[i] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for i := range x {
+		x[i] *= inv
+	}
+}
