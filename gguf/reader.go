@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"unicode/utf8"
 )
@@ -204,21 +205,48 @@ func (r *reader) u64(what string) (uint64, error) {
 	return binary.LittleEndian.Uint64(s), nil
 }
 
-// str reads a GGUF string (u64 length, bytes) no longer than limit.
-func (r *reader) str(limit uint64, what string) (string, error) {
+// label names a field in error messages: what, formatted with idx when
+// idx >= 0 (what then holds one %d). It is only formatted on failure, so
+// the hot loops (a 128k-token vocabulary) build no messages.
+type label struct {
+	what string
+	idx  int
+}
+
+func (l label) String() string {
+	if l.idx < 0 {
+		return l.what
+	}
+	return fmt.Sprintf(l.what, l.idx)
+}
+
+// strLen reads a GGUF string's u64 length and checks it against limit and
+// the bytes left, leaving r.off at the string's bytes.
+func (r *reader) strLen(limit uint64, l label) (uint64, error) {
 	at := r.off
-	n, err := r.u64(what + " length")
+	if r.remaining() < 8 {
+		return 0, r.errf(at, "%s length needs 8 bytes, %d left: %w", l, r.remaining(), ErrTruncated)
+	}
+	n := binary.LittleEndian.Uint64(r.b[at:])
+	r.off += 8
+	if n > limit {
+		return 0, r.errf(at, "%s length %d exceeds the limit %d: %w", l, n, limit, ErrInvalid)
+	}
+	if n > r.remaining() {
+		return 0, r.errf(at, "%s length %d runs past the end of the file (%d bytes left): %w", l, n, r.remaining(), ErrTruncated)
+	}
+	return n, nil
+}
+
+// str reads a GGUF string (u64 length, bytes) no longer than limit.
+func (r *reader) str(limit uint64, l label) (string, error) {
+	n, err := r.strLen(limit, l)
 	if err != nil {
 		return "", err
 	}
-	if n > limit {
-		return "", r.errf(at, "%s length %d exceeds the limit %d: %w", what, n, limit, ErrInvalid)
-	}
-	if n > r.remaining() {
-		return "", r.errf(at, "%s length %d runs past the end of the file (%d bytes left): %w", what, n, r.remaining(), ErrTruncated)
-	}
-	s, _ := r.bytes(n, what)
-	return string(s), nil
+	s := string(r.b[r.off : r.off+n])
+	r.off += n
+	return s, nil
 }
 
 func (r *reader) file() (*File, error) {
@@ -273,7 +301,7 @@ func (r *reader) file() (*File, error) {
 	f.kvIndex = make(map[string]int, nKV)
 	for i := uint64(0); i < nKV; i++ {
 		at := r.off
-		key, err := r.str(MaxKeyLength, fmt.Sprintf("metadata key #%d", i))
+		key, err := r.str(MaxKeyLength, label{"metadata key #%d", int(i)})
 		if err != nil {
 			return nil, err
 		}
@@ -284,9 +312,9 @@ func (r *reader) file() (*File, error) {
 			return nil, r.errf(at, "duplicate metadata key %q: %w", key, ErrInvalid)
 		}
 		vat := r.off
-		t, err := r.u32(fmt.Sprintf("type of %q", key))
+		t, err := r.u32("value type")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("key %q: %w", key, err)
 		}
 		v, err := r.value(ValueType(t), 0, key)
 		if err != nil {
@@ -379,7 +407,7 @@ func (r *reader) value(t ValueType, depth int, key string) (Value, error) {
 		}
 		return Float64(math.Float64frombits(u)), nil
 	case TypeString:
-		s, err := r.str(MaxStringLength, "string")
+		s, err := r.str(MaxStringLength, label{"string", -1})
 		if err != nil {
 			return Value{}, err
 		}
@@ -433,15 +461,7 @@ func (r *reader) array(depth int, key string) (Value, error) {
 		return decodeScalars(elem, s, int(n))
 	}
 	if elem == TypeString {
-		out := make([]string, n)
-		for i := range out {
-			s, err := r.str(MaxStringLength, fmt.Sprintf("string #%d", i))
-			if err != nil {
-				return Value{}, err
-			}
-			out[i] = s
-		}
-		return Strings(out), nil
+		return r.strings(int(n))
 	}
 	out := make([]Value, n)
 	for i := range out {
@@ -452,6 +472,42 @@ func (r *reader) array(depth int, key string) (Value, error) {
 		out[i] = v
 	}
 	return Arrays(out), nil
+}
+
+// strings decodes an array of n strings. A first pass checks every
+// length; a second copies all the bytes into one string the elements
+// slice, one allocation rather than n (a vocabulary holds 100k+ tokens,
+// which are kept or dropped together).
+func (r *reader) strings(n int) (Value, error) {
+	start, total := r.off, uint64(0)
+	for i := range n {
+		sl, err := r.strLen(MaxStringLength, label{"string #%d", i})
+		if err != nil {
+			return Value{}, err
+		}
+		r.off += sl
+		total += sl // at most the file size
+	}
+	var sb strings.Builder
+	sb.Grow(int(total))
+	r.off = start
+	for range n {
+		sl := binary.LittleEndian.Uint64(r.b[r.off:])
+		r.off += 8
+		sb.Write(r.b[r.off : r.off+sl])
+		r.off += sl
+	}
+	all := sb.String()
+	out := make([]string, n)
+	pos := uint64(0)
+	r.off = start
+	for i := range out {
+		sl := binary.LittleEndian.Uint64(r.b[r.off:])
+		r.off += 8 + sl
+		out[i] = all[pos : pos+sl]
+		pos += sl
+	}
+	return Strings(out), nil
 }
 
 func decodeScalars(elem ValueType, s []byte, n int) (Value, error) {
@@ -528,7 +584,7 @@ func decodeScalars(elem ValueType, s []byte, n int) (Value, error) {
 
 func (r *reader) tensorInfo(i uint64) (TensorInfo, error) {
 	at := r.off
-	name, err := r.str(MaxKeyLength, fmt.Sprintf("tensor #%d name", i))
+	name, err := r.str(MaxKeyLength, label{"tensor #%d name", int(i)})
 	if err != nil {
 		return TensorInfo{}, err
 	}
