@@ -28,10 +28,10 @@ func TestRender(t *testing.T) {
 func TestDetect(t *testing.T) {
 	cases := map[string]Format{
 		"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}": ChatML,
-		"{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}":           Llama3,
-		"{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}":                                        Phi3,
-		"{{ bos_token + '[INST] ' + '<<SYS>>\\n' + system + '\\n<</SYS>>\\n\\n' }}":                                                     Llama2,
-		"{{ '[INST] ' + message['content'] + ' [/INST]' }}":                                                                              Mistral,
+		"{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}":              Llama3,
+		"{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}":                                          Phi3,
+		"{{ bos_token + '[INST] ' + '<<SYS>>\\n' + system + '\\n<</SYS>>\\n\\n' }}":                                                       Llama2,
+		"{{ '[INST] ' + message['content'] + ' [/INST]' }}":                                                                               Mistral,
 	}
 	for src, want := range cases {
 		got, err := Detect(src)
