@@ -6,7 +6,8 @@ BIN       := bin/ringlm
 FUZZTIME  ?= 30s
 NVCC      ?= nvcc
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
-DEFAULT_MODEL := bin/tiny-llama-f16.gguf
+DEFAULT_MODEL := bin/default-tiny-llama.gguf
+PROMPT    ?= The ring buffer
 
 .PHONY: all build test vet run cuda bench fuzz clean
 
@@ -17,18 +18,19 @@ build:
 
 vet:
 	$(GO) vet ./...
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$(gofmt -l .); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # All tests, under the race detector.
 test: vet
 	$(GO) test -race -count=1 ./...
 
-# Builds the binary and a small synthetic model, then shows it. (Generation
-# joins here once the CPU model lands.)
+# Builds the binary and a small synthetic default model (tiny llama shape
+# with the real Mistral vocabulary from testdata/), then generates on the CPU.
+# A synthetic model's text is meaningless: see README for a real GGUF.
 run: build
-	@[ -f $(DEFAULT_MODEL) ] || ./$(BIN) synth --preset tiny --arch llama --type f16 -o $(DEFAULT_MODEL)
-	./$(BIN) show $(DEFAULT_MODEL)
+	@[ -f $(DEFAULT_MODEL) ] || ./$(BIN) synth --preset tiny --arch llama --type f16 --seed 1 --tokenizer testdata/tokenizer/mistral.gguf.gz -o $(DEFAULT_MODEL)
+	./$(BIN) run -m $(DEFAULT_MODEL) -p "$(PROMPT)" -n 48 --seed 42
 
 # The CUDA device library (needs nvcc; never needed by `go build`).
 cuda:

@@ -1,0 +1,5 @@
+//go:build !race
+
+package ringbuf
+
+const raceEnabled = false
