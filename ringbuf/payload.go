@@ -57,7 +57,7 @@ func (e *StepEntry) Get(w []uint32) {
 
 // OPEN_SLOT payload: a fixed block of SlotParamsWords words (SPOff* are
 // word offsets), then n_stop stop-token ids, then n_bias (token id, bias as
-// f32 bits) pairs, then n_hist history tokens. Words 25..31 of the block are
+// f32 bits) pairs, then n_hist history tokens. Words 26..31 of the block are
 // reserved and zero.
 const (
 	SlotParamsWords = 32
@@ -81,6 +81,7 @@ const (
 	SPOffNHist         = 15 // u32 history tokens after the biases
 	SPOffNEOS          = 16 // u32 EOS ids in use (<= MaxEOS)
 	SPOffEOS           = 17 // u32[MaxEOS] EOS token ids
+	SPOffPromptLen     = 25 // u32 prompt length: fed or history tokens at positions >= it are generated ones (a recompute after preemption), which the presence and frequency penalties count
 
 	// SlotLogprobs: fill TOKEN logprobs.
 	SlotLogprobs = 1 << 0
@@ -112,6 +113,7 @@ type SlotParams struct {
 	Flags         uint32
 	NEOS          uint32
 	EOS           [MaxEOS]uint32
+	PromptLen     uint32
 }
 
 // TokenBias is one logit bias.
@@ -151,6 +153,7 @@ func PutSlotPayload(w []uint32, p *SlotParams, stop []uint32, bias []TokenBias, 
 	b[SPOffNHist] = uint32(len(hist))
 	b[SPOffNEOS] = p.NEOS
 	copy(b[SPOffEOS:SPOffEOS+MaxEOS], p.EOS[:])
+	b[SPOffPromptLen] = p.PromptLen
 	o := SlotParamsWords
 	o += copy(w[o:], stop)
 	for _, tb := range bias {
@@ -199,7 +202,7 @@ func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 		return SlotPayload{}, &PayloadError{Word: len(w), Reason: "shorter than the " + strconv.Itoa(SlotParamsWords) + "-word parameter block"}
 	}
 	b := w[:SlotParamsWords]
-	for i := SPOffEOS + MaxEOS; i < SlotParamsWords; i++ {
+	for i := SPOffPromptLen + 1; i < SlotParamsWords; i++ {
 		if b[i] != 0 {
 			return SlotPayload{}, &PayloadError{Word: i, Reason: "reserved word is not zero"}
 		}
@@ -229,6 +232,7 @@ func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 		StartPos:      b[SPOffStartPos],
 		Flags:         b[SPOffFlags],
 		NEOS:          b[SPOffNEOS],
+		PromptLen:     b[SPOffPromptLen],
 	}}
 	copy(p.Params.EOS[:], b[SPOffEOS:SPOffEOS+MaxEOS])
 	o := uint64(SlotParamsWords)

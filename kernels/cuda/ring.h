@@ -224,7 +224,7 @@
 /*
  * OPEN_SLOT payload: a fixed block of SlotParamsWords words (SPOff* are
  * word offsets), then n_stop stop-token ids, then n_bias (token id, bias as
- * f32 bits) pairs, then n_hist history tokens. Words 25..31 of the block are
+ * f32 bits) pairs, then n_hist history tokens. Words 26..31 of the block are
  * reserved and zero.
  */
 #define RLM_SLOT_PARAMS_WORDS 32u
@@ -247,6 +247,7 @@
 #define RLM_SP_OFF_N_HIST 15u        /* u32 history tokens after the biases */
 #define RLM_SP_OFF_N_EOS 16u         /* u32 EOS ids in use (<= MaxEOS) */
 #define RLM_SP_OFF_EOS 17u           /* u32[MaxEOS] EOS token ids */
+#define RLM_SP_OFF_PROMPT_LEN 25u    /* u32 prompt length: fed or history tokens at positions >= it are generated ones (a recompute after preemption), which the presence and frequency penalties count */
 /* SlotLogprobs: fill TOKEN logprobs. */
 #define RLM_SLOT_LOGPROBS 1u
 /*
@@ -409,7 +410,8 @@ typedef struct rlm_slot_params {
     uint32_t n_hist;           /* @60 */
     uint32_t n_eos;            /* @64 */
     uint32_t eos[RLM_MAX_EOS]; /* @68 */
-    uint8_t _pad100[28];       /* reserved, zero */
+    uint32_t prompt_len;       /* @100 */
+    uint8_t _pad104[24];       /* reserved, zero */
 } rlm_slot_params;
 RLM_STATIC_ASSERT(sizeof(rlm_slot_params) == 4 * RLM_SLOT_PARAMS_WORDS, "rlm_slot_params size");
 RLM_STATIC_ASSERT(offsetof(rlm_slot_params, temperature) == 4 * RLM_SP_OFF_TEMPERATURE, "rlm_slot_params.temperature offset");
@@ -430,6 +432,7 @@ RLM_STATIC_ASSERT(offsetof(rlm_slot_params, flags) == 4 * RLM_SP_OFF_FLAGS, "rlm
 RLM_STATIC_ASSERT(offsetof(rlm_slot_params, n_hist) == 4 * RLM_SP_OFF_N_HIST, "rlm_slot_params.n_hist offset");
 RLM_STATIC_ASSERT(offsetof(rlm_slot_params, n_eos) == 4 * RLM_SP_OFF_N_EOS, "rlm_slot_params.n_eos offset");
 RLM_STATIC_ASSERT(offsetof(rlm_slot_params, eos) == 4 * RLM_SP_OFF_EOS, "rlm_slot_params.eos offset");
+RLM_STATIC_ASSERT(offsetof(rlm_slot_params, prompt_len) == 4 * RLM_SP_OFF_PROMPT_LEN, "rlm_slot_params.prompt_len offset");
 
 /* ---- Helpers ---- */
 

@@ -111,7 +111,7 @@ var groups = []group{
 		k("SPOffMaxTokens", ringbuf.SPOffMaxTokens), k("SPOffStartPos", ringbuf.SPOffStartPos),
 		k("SPOffNStop", ringbuf.SPOffNStop), k("SPOffNBias", ringbuf.SPOffNBias),
 		k("SPOffFlags", ringbuf.SPOffFlags), k("SPOffNHist", ringbuf.SPOffNHist),
-		k("SPOffNEOS", ringbuf.SPOffNEOS), k("SPOffEOS", ringbuf.SPOffEOS),
+		k("SPOffNEOS", ringbuf.SPOffNEOS), k("SPOffEOS", ringbuf.SPOffEOS), k("SPOffPromptLen", ringbuf.SPOffPromptLen),
 		k("SlotLogprobs", ringbuf.SlotLogprobs), k("SlotIgnoreEOS", ringbuf.SlotIgnoreEOS),
 		k("SlotFlagsKnown", ringbuf.SlotFlagsKnown),
 	}},
@@ -224,6 +224,7 @@ var structs = []cstruct{
 		{ctype: "uint32_t", off: "SPOffNHist", name: "n_hist"},
 		{ctype: "uint32_t", off: "SPOffNEOS", name: "n_eos"},
 		{ctype: "uint32_t", off: "SPOffEOS", n: "MaxEOS"},
+		{ctype: "uint32_t", off: "SPOffPromptLen"},
 	}},
 }
 

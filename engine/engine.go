@@ -1,0 +1,309 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"ringlm/ringbuf"
+)
+
+// Device is what the engine drives through the rings: the CPU device, the
+// null device, or the CUDA device.
+type Device interface {
+	Name() string
+	// Start begins consuming the arena's submit ring.
+	Start(a *ringbuf.Arena) error
+	// Notify tells the device that submit records were published.
+	Notify()
+	// Doorbell is signalled when completions were published (the engine
+	// also polls, so a device may signal sparingly).
+	Doorbell() <-chan struct{}
+	// Wait returns after the device answered STOP (or failed).
+	Wait() error
+}
+
+// Config sizes the engine.
+type Config struct {
+	Slots         int // sequences on the device at once (default 64)
+	TokenBudget   int // tokens per step, prefill and decode together (default 512)
+	PrefillChunk  int // prompt tokens of one sequence per step (default 256)
+	PipelineDepth int // steps submitted ahead of their completion (default 2)
+	NumBlocks     int // KV blocks in the device pool (required)
+	BlockSize     int // positions per KV block (default 16)
+	PrefixCache   bool
+	MaxQueue      int // waiting requests before ErrQueueFull (default 4096)
+	Context       int // the model's context length (required)
+	Vocab         int // the model's vocabulary size (required)
+	EOS           []int32
+	// Ring sizes; defaults fit Slots.
+	SubmitCap, CompletionCap, StagingWords int
+	Allocator                              ringbuf.Allocator // default: mmap + mlock
+	Log                                    zerolog.Logger
+}
+
+func (c *Config) defaults() error {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Slots, 64)
+	def(&c.TokenBudget, 512)
+	def(&c.PrefillChunk, 256)
+	def(&c.PipelineDepth, 2)
+	def(&c.BlockSize, 16)
+	def(&c.MaxQueue, 4096)
+	def(&c.SubmitCap, nextPow2(max(1024, 8*c.Slots)))
+	def(&c.CompletionCap, nextPow2(max(4096, 4*(c.Slots+2)*c.PipelineDepth)))
+	def(&c.StagingWords, max(1<<20, 4*c.PipelineDepth*(c.TokenBudget+4*c.Slots+64*c.Slots)))
+	if c.NumBlocks <= 0 || c.Context <= 0 || c.Vocab <= 0 {
+		return fmt.Errorf("engine: NumBlocks, Context and Vocab are required (got %d, %d, %d)", c.NumBlocks, c.Context, c.Vocab)
+	}
+	if c.PrefillChunk > c.TokenBudget {
+		c.PrefillChunk = c.TokenBudget
+	}
+	if len(c.EOS) > ringbuf.MaxEOS {
+		return fmt.Errorf("engine: at most %d EOS ids", ringbuf.MaxEOS)
+	}
+	return nil
+}
+
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// Errors callers branch on.
+var (
+	ErrQueueFull = errors.New("engine: queue full")
+	ErrClosed    = errors.New("engine: closed")
+	ErrTooLong   = errors.New("engine: request exceeds the context or KV memory")
+	ErrDevice    = errors.New("engine: device error")
+)
+
+// Stats are engine counters (read with Engine.Stats).
+type Stats struct {
+	Running, Waiting     int
+	Steps                uint64
+	PromptTokens         uint64 // prompt tokens computed (not counting cached ones)
+	GeneratedTokens      uint64
+	CachedTokens         uint64 // prompt tokens reused from the prefix cache
+	Preemptions          uint64
+	Blocks               BlockStats
+	LastStepNS           uint64 // device time of the last step
+	StepNSTotal          uint64
+	RequestsDone, Failed uint64
+}
+
+// Engine multiplexes requests onto a device through the rings.
+type Engine struct {
+	cfg    Config
+	dev    Device
+	arena  *ringbuf.Arena
+	blocks *BlockManager
+	log    zerolog.Logger
+
+	inMu     sync.Mutex
+	inbox    []*seq
+	cancels  []*seq
+	closing  bool
+	wake     chan struct{}
+	loopDone chan struct{}
+	loopErr  error
+	nextID   atomic.Uint64
+
+	// Loop state (engine goroutine only).
+	waiting   []*seq
+	running   []*seq
+	bySlot    []*seq
+	freeSlots []int
+	stepID    uint64
+	inflight  int
+	stepRegs  map[uint64][]*seq // prompts to register when the step completes
+	hostSeq   uint64
+	stopSent  bool
+	stopped   bool
+	ctrl      []ringbuf.SubmitRecord // CLOSE_SLOT records waiting for room
+
+	statsMu sync.Mutex
+	stats   Stats
+
+	// StepHook, when set before Start, is called on the engine goroutine
+	// with every completed step's device timestamps (the profiler).
+	StepHook func(step uint64, entries int, startNS, endNS uint64)
+
+	scratch stepScratch
+}
+
+// New creates an engine for dev. Call Close to stop it.
+func New(cfg Config, dev Device) (*Engine, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	layout, err := ringbuf.NewLayout(cfg.SubmitCap, cfg.CompletionCap, cfg.StagingWords)
+	if err != nil {
+		return nil, err
+	}
+	alloc := cfg.Allocator
+	if alloc == nil {
+		ma := ringbuf.NewMmapAllocator()
+		alloc = ma
+		defer func() {
+			if w := ma.Warning(); w != "" {
+				cfg.Log.Warn().Msg(w)
+			}
+		}()
+	}
+	arena, err := ringbuf.NewArena(alloc, layout)
+	if err != nil {
+		return nil, err
+	}
+	bm, err := NewBlockManager(cfg.NumBlocks, cfg.BlockSize, cfg.PrefixCache)
+	if err != nil {
+		arena.Close()
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, dev: dev, arena: arena, blocks: bm, log: cfg.Log,
+		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
+		bySlot: make([]*seq, cfg.Slots), stepRegs: map[uint64][]*seq{}}
+	for i := cfg.Slots - 1; i >= 0; i-- {
+		e.freeSlots = append(e.freeSlots, i)
+	}
+	if err := dev.Start(arena); err != nil {
+		bm.Close()
+		arena.Close()
+		return nil, err
+	}
+	go e.loop()
+	return e, nil
+}
+
+// Config returns the engine's configuration with defaults applied.
+func (e *Engine) Config() Config { return e.cfg }
+
+// DeviceName names the device.
+func (e *Engine) DeviceName() string { return e.dev.Name() }
+
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Submit queues a request. The returned stream delivers its tokens; the
+// request is cancelled when ctx is done or Stream.Cancel is called.
+func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
+	if len(r.Prompt) == 0 {
+		return nil, fmt.Errorf("engine: empty prompt")
+	}
+	for _, t := range r.Prompt {
+		if t < 0 || int(t) >= e.cfg.Vocab {
+			return nil, fmt.Errorf("engine: prompt token %d outside the vocabulary of %d", t, e.cfg.Vocab)
+		}
+	}
+	if err := r.Params.Validate(e.cfg.Vocab); err != nil {
+		return nil, err
+	}
+	maxTok := r.Params.MaxTokens
+	room := e.cfg.Context - len(r.Prompt)
+	if room <= 0 {
+		return nil, fmt.Errorf("%w: prompt of %d tokens fills the context of %d", ErrTooLong, len(r.Prompt), e.cfg.Context)
+	}
+	if maxTok <= 0 {
+		maxTok = room
+	}
+	if maxTok > room {
+		return nil, fmt.Errorf("%w: %d prompt + %d new tokens > context %d", ErrTooLong, len(r.Prompt), maxTok, e.cfg.Context)
+	}
+	need := (len(r.Prompt) + maxTok + e.cfg.BlockSize - 1) / e.cfg.BlockSize
+	if need > e.cfg.NumBlocks {
+		return nil, fmt.Errorf("%w: needs %d KV blocks, the pool has %d", ErrTooLong, need, e.cfg.NumBlocks)
+	}
+	if len(r.Params.StopTokens)+len(r.Params.LogitBias) > 1<<16 {
+		return nil, fmt.Errorf("engine: too many stop tokens or logit biases")
+	}
+	if r.ID == "" {
+		r.ID = fmt.Sprintf("req-%d", e.nextID.Add(1))
+	}
+	s := &seq{req: r, state: Queued, nPrompt: len(r.Prompt), maxTokens: maxTok, slot: -1,
+		tokens: append(make([]int32, 0, len(r.Prompt)+maxTok), r.Prompt...)}
+	s.stream = newStream(r.ID, func() { e.cancel(s) })
+	s.stream.timeline.Arrival = time.Now()
+
+	e.inMu.Lock()
+	if e.closing {
+		e.inMu.Unlock()
+		return nil, ErrClosed
+	}
+	if len(e.inbox)+e.waitingCount() >= e.cfg.MaxQueue {
+		e.inMu.Unlock()
+		return nil, ErrQueueFull
+	}
+	e.inbox = append(e.inbox, s)
+	e.inMu.Unlock()
+	e.poke()
+	if ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				e.cancel(s)
+			case <-s.stream.notifyDone():
+			}
+		}()
+	}
+	return s.stream, nil
+}
+
+func (e *Engine) waitingCount() int {
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	return e.stats.Waiting
+}
+
+func (e *Engine) cancel(s *seq) {
+	e.inMu.Lock()
+	e.cancels = append(e.cancels, s)
+	e.inMu.Unlock()
+	e.poke()
+}
+
+// Stats returns a snapshot of the engine's counters.
+func (e *Engine) Stats() Stats {
+	e.statsMu.Lock()
+	st := e.stats
+	e.statsMu.Unlock()
+	st.Blocks = e.blocks.Stats()
+	return st
+}
+
+// FreeBlocks is the number of KV blocks allocatable now.
+func (e *Engine) FreeBlocks() int { return e.blocks.Free() }
+
+// Close cancels every request, stops the device and frees the rings.
+func (e *Engine) Close() error {
+	e.inMu.Lock()
+	already := e.closing
+	e.closing = true
+	e.inMu.Unlock()
+	if !already {
+		e.poke()
+	}
+	<-e.loopDone
+	err := e.dev.Wait()
+	e.blocks.Close()
+	e.arena.Close()
+	if e.loopErr != nil {
+		return e.loopErr
+	}
+	return err
+}

@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"slices"
+	"time"
+
+	"ringlm/ringbuf"
+)
+
+// The engine loop: one goroutine owns every seq, the block manager's
+// allocation decisions and the host side of both rings. Each turn it
+// drains completions, takes new requests and cancellations, and keeps up
+// to PipelineDepth steps queued on the device.
+
+// pollEvery bounds how long the loop sleeps without a doorbell.
+const pollEvery = 2 * time.Millisecond
+
+func (e *Engine) loop() {
+	defer close(e.loopDone)
+	var c ringbuf.Completion
+	timer := time.NewTimer(pollEvery)
+	defer timer.Stop()
+	for !e.stopped {
+		progress := false
+		for e.arena.PopCompletion(&c) {
+			e.handle(&c)
+			progress = true
+		}
+		if e.takeInbox() {
+			progress = true
+		}
+		e.flushCtrl()
+		if e.shuttingDown() {
+			if len(e.running) == 0 && e.inflight == 0 && len(e.ctrl) == 0 && !e.stopSent {
+				e.hostSeq++
+				if _, ok := e.arena.PushSubmit(&ringbuf.SubmitRecord{Op: ringbuf.OpStop, ID: e.hostSeq}); ok {
+					e.stopSent = true
+					e.dev.Notify()
+				}
+			}
+		} else {
+			for e.inflight < e.cfg.PipelineDepth && len(e.ctrl) == 0 && e.schedule() {
+				progress = true
+			}
+		}
+		e.publishStats()
+		if progress {
+			continue
+		}
+		timer.Reset(pollEvery)
+		select {
+		case <-e.dev.Doorbell():
+		case <-e.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+func (e *Engine) shuttingDown() bool {
+	e.inMu.Lock()
+	defer e.inMu.Unlock()
+	return e.closing
+}
+
+// takeInbox moves new requests to the queue and applies cancellations.
+func (e *Engine) takeInbox() bool {
+	e.inMu.Lock()
+	in, cancels, closing := e.inbox, e.cancels, e.closing
+	e.inbox, e.cancels = nil, nil
+	e.inMu.Unlock()
+	for _, s := range in {
+		e.waiting = append(e.waiting, s)
+	}
+	for _, s := range cancels {
+		e.cancelSeq(s, FinishCancelled, ErrCancelled)
+	}
+	if closing {
+		for _, s := range slices.Clone(e.waiting) {
+			e.cancelSeq(s, FinishCancelled, ErrClosed)
+		}
+		for _, s := range slices.Clone(e.running) {
+			e.cancelSeq(s, FinishCancelled, ErrClosed)
+		}
+	}
+	return len(in) > 0 || len(cancels) > 0
+}
+
+func (e *Engine) cancelSeq(s *seq, f Finish, err error) {
+	switch {
+	case s.state == Queued || s.state == Preempted:
+		if i := slices.Index(e.waiting, s); i >= 0 {
+			e.waiting = slices.Delete(e.waiting, i, i+1)
+		}
+		s.state = Cancelled
+		s.stream.end(f, err)
+		e.countDone(false)
+	case s.slot >= 0 && !s.closing:
+		s.requeue = false
+		s.state = Cancelled
+		s.stream.end(f, err)
+		e.close(s)
+	case s.slot >= 0 && s.requeue:
+		// Preempted and closing: it must not come back.
+		s.requeue = false
+		s.state = Cancelled
+		s.stream.end(f, err)
+	}
+}
+
+// ctrl holds control records (CLOSE_SLOT) waiting for room in the ring.
+func (e *Engine) close(s *seq) {
+	s.closing = true
+	e.hostSeq++
+	e.ctrl = append(e.ctrl, ringbuf.SubmitRecord{Op: ringbuf.OpCloseSlot, Slot: uint32(s.slot), ID: e.hostSeq})
+}
+
+func (e *Engine) flushCtrl() {
+	pushed := false
+	for len(e.ctrl) > 0 {
+		if _, ok := e.arena.PushSubmit(&e.ctrl[0]); !ok {
+			break
+		}
+		e.ctrl = e.ctrl[1:]
+		pushed = true
+	}
+	if pushed {
+		e.dev.Notify()
+	}
+}
+
+func (e *Engine) handle(c *ringbuf.Completion) {
+	var s *seq
+	if c.Kind != ringbuf.KindStepDone && c.Kind != ringbuf.KindStopped && int(c.Slot) < len(e.bySlot) {
+		s = e.bySlot[c.Slot]
+	}
+	switch c.Kind {
+	case ringbuf.KindToken:
+		if s == nil || s.closing {
+			return // after a cancel, stop or preemption: a recompute regenerates it
+		}
+		s.generated++
+		s.tokens = append(s.tokens, int32(c.Token))
+		s.stream.push(Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: time.Now()})
+		e.statsMu.Lock()
+		e.stats.GeneratedTokens++
+		e.statsMu.Unlock()
+		switch c.Finish {
+		case ringbuf.FinishStop:
+			e.finish(s, FinishStop)
+		case ringbuf.FinishLength:
+			e.finish(s, FinishLength)
+		default:
+			if s.generated >= s.maxTokens {
+				e.finish(s, FinishLength)
+			}
+		}
+	case ringbuf.KindStepDone:
+		e.inflight--
+		for _, s := range e.stepRegs[c.Step] {
+			if s.slot >= 0 {
+				full := s.nPrompt / e.cfg.BlockSize
+				_ = e.blocks.Register(s.blocks[:min(full, len(s.blocks))], s.tokens[:full*e.cfg.BlockSize])
+			}
+		}
+		delete(e.stepRegs, c.Step)
+		e.statsMu.Lock()
+		e.stats.Steps++
+		e.stats.LastStepNS = c.EndNS - c.StartNS
+		e.stats.StepNSTotal += c.EndNS - c.StartNS
+		e.statsMu.Unlock()
+		if e.StepHook != nil {
+			e.StepHook(c.Step, int(c.Slot), c.StartNS, c.EndNS)
+		}
+	case ringbuf.KindSlotClosed:
+		if s == nil {
+			return
+		}
+		if err := e.blocks.Release(s.blocks); err != nil {
+			e.log.Error().Err(err).Str("request_id", s.req.ID).Msg("releasing KV blocks")
+		}
+		e.bySlot[s.slot] = nil
+		e.freeSlots = append(e.freeSlots, s.slot)
+		if i := slices.Index(e.running, s); i >= 0 {
+			e.running = slices.Delete(e.running, i, i+1)
+		}
+		s.slot, s.blocks, s.granted, s.computed, s.samples, s.closing = -1, nil, 0, 0, 0, false
+		if s.requeue {
+			s.requeue = false
+			s.state = Preempted
+			e.waiting = slices.Insert(e.waiting, 0, s)
+		}
+	case ringbuf.KindSkipped:
+	case ringbuf.KindError:
+		e.log.Error().Str("code", c.Code.String()).Uint32("detail", c.Detail).Uint32("slot", c.Slot).Uint64("step", c.Step).Msg("device error")
+		if s != nil && !s.closing {
+			s.state = Failed
+			s.stream.end(FinishError, errorf("%w: %s (detail %d)", ErrDevice, c.Code, c.Detail))
+			e.countDone(true)
+			if c.Code != ringbuf.CodeSlotState && c.Code != ringbuf.CodeBadSlot {
+				e.close(s)
+			}
+		}
+	case ringbuf.KindStopped:
+		e.stopped = true
+	}
+}
+
+func (e *Engine) finish(s *seq, f Finish) {
+	s.state = Finished
+	s.stream.end(f, nil)
+	e.countDone(false)
+	e.close(s)
+}
+
+func (e *Engine) countDone(failed bool) {
+	e.statsMu.Lock()
+	e.stats.RequestsDone++
+	if failed {
+		e.stats.Failed++
+	}
+	e.statsMu.Unlock()
+}
+
+func (e *Engine) publishStats() {
+	e.statsMu.Lock()
+	e.stats.Running, e.stats.Waiting = len(e.running), len(e.waiting)
+	e.statsMu.Unlock()
+}

@@ -1,0 +1,205 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"ringlm/sample"
+)
+
+// State is where a sequence is in its life.
+type State int
+
+const (
+	Queued     State = iota // waiting for a slot and KV blocks
+	Prefilling              // prompt chunks being submitted
+	Decoding                // prompt submitted; tokens fed back on the device
+	Finished                // EOS, stop token or length
+	Cancelled               // by the caller
+	Preempted               // KV taken back; waits to be recomputed
+	Failed                  // a device or engine error
+)
+
+var stateNames = [...]string{"queued", "prefilling", "decoding", "finished", "cancelled", "preempted", "failed"}
+
+func (s State) String() string { return stateNames[s] }
+
+// Finish says why a request ended.
+type Finish string
+
+const (
+	FinishStop      Finish = "stop"      // EOS, a stop token, or the caller's stop string
+	FinishLength    Finish = "length"    // max tokens
+	FinishCancelled Finish = "cancelled" // the caller cancelled or went away
+	FinishError     Finish = "error"     // see Stream's error
+)
+
+// Request is a generation request in token ids.
+type Request struct {
+	ID     string
+	Prompt []int32
+	Params sample.Params // MaxTokens 0: up to the context length
+	// IgnoreEOS keeps generating past EOS (benchmarks).
+	IgnoreEOS bool
+}
+
+// Token is one generated token.
+type Token struct {
+	ID      int32
+	Logprob float32
+	Pos     int
+	Time    time.Time // when the engine received it
+}
+
+// Timeline is a request's life for the profiler.
+type Timeline struct {
+	Arrival    time.Time
+	Scheduled  time.Time   // first admitted to a slot
+	Chunks     []time.Time // each prefill chunk submitted
+	FirstToken time.Time
+	End        time.Time
+	Preempted  int
+	CachedToks int // prompt tokens reused from the prefix cache
+}
+
+// Stream delivers a request's tokens. The engine appends tokens without
+// ever blocking (the buffer grows to at most max_tokens entries), so a slow
+// reader never stalls the batch; Recv blocks until there is something new.
+type Stream struct {
+	ID string
+
+	mu       sync.Mutex
+	buf      []Token
+	read     int
+	finish   Finish
+	err      error
+	done     bool
+	timeline Timeline
+	notify   chan struct{}
+	doneCh   chan struct{} // closed when the request ends
+	cancel   func()
+}
+
+func newStream(id string, cancel func()) *Stream {
+	return &Stream{ID: id, notify: make(chan struct{}, 1), doneCh: make(chan struct{}), cancel: cancel}
+}
+
+func (s *Stream) notifyDone() <-chan struct{} { return s.doneCh }
+
+// Done is closed when the request has ended (tokens may still be unread).
+func (s *Stream) Done() <-chan struct{} { return s.doneCh }
+
+func (s *Stream) wake() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Stream) push(t Token) {
+	s.mu.Lock()
+	s.buf = append(s.buf, t)
+	if s.timeline.FirstToken.IsZero() {
+		s.timeline.FirstToken = t.Time
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *Stream) end(f Finish, err error) {
+	s.mu.Lock()
+	if !s.done {
+		s.done, s.finish, s.err = true, f, err
+		s.timeline.End = time.Now()
+		close(s.doneCh)
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+// ErrCancelled is the error of a stream whose request was cancelled.
+var ErrCancelled = errors.New("engine: request cancelled")
+
+// Recv returns the tokens that arrived since the last call (appended to
+// dst), blocking until there is at least one or the stream ends. done is
+// true once every token has been returned and the request has ended; then
+// Finish and Err say why. A cancelled ctx returns ctx.Err() but does not
+// cancel the request (use Cancel).
+func (s *Stream) Recv(ctx context.Context, dst []Token) (toks []Token, done bool, err error) {
+	for {
+		s.mu.Lock()
+		if s.read < len(s.buf) {
+			dst = append(dst, s.buf[s.read:]...)
+			s.read = len(s.buf)
+			s.mu.Unlock()
+			return dst, false, nil
+		}
+		if s.done {
+			s.mu.Unlock()
+			return dst, true, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			return dst, false, ctx.Err()
+		}
+	}
+}
+
+// Finish is why the request ended ("" while it runs).
+func (s *Stream) Finish() (Finish, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finish, s.err
+}
+
+// Timeline returns a copy of the request's timeline.
+func (s *Stream) Timeline() Timeline {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.timeline
+	t.Chunks = append([]time.Time(nil), t.Chunks...)
+	return t
+}
+
+// Cancel ends the request: it leaves the batch at the next step and its KV
+// blocks return to the pool. Safe to call more than once and after the end.
+func (s *Stream) Cancel() { s.cancel() }
+
+// StopWith ends the request as finished with reason stop (a stop string
+// matched by the caller), freeing its resources like Cancel.
+func (s *Stream) StopWith() {
+	s.end(FinishStop, nil)
+	s.cancel()
+}
+
+// seq is the scheduler's state for one request. Only the engine loop
+// touches it.
+type seq struct {
+	req    Request
+	stream *Stream
+	state  State
+
+	tokens    []int32 // prompt + generated: what a recompute re-feeds
+	nPrompt   int     // original prompt length
+	generated int     // tokens received
+	maxTokens int     // tokens to generate in all
+
+	slot     int     // device slot, -1 when none
+	blocks   []int32 // block table
+	granted  int     // blocks granted to the device
+	computed int     // positions submitted to the device
+	// samples counts submitted entries that sample; when it reaches
+	// maxTokens-generatedAtOpen no more entries are scheduled.
+	samples  int
+	openGen  int  // generated when the slot was opened
+	closing  bool // CLOSE_SLOT submitted, waiting for SLOT_CLOSED
+	cached   int  // prompt tokens reused from the prefix cache
+	register bool // register the prompt's blocks once its prefill completes
+	endWith  Finish
+	endErr   error
+	requeue  bool // preempted: back to the queue after SLOT_CLOSED
+}

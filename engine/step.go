@@ -1,0 +1,337 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"ringlm/ringbuf"
+)
+
+// What goes into the ring for one step. Planning happens in host memory
+// first (which sequences, how many tokens, which blocks), then the records
+// are emitted in order: OPEN_SLOT and GRANT_BLOCKS records, each with its
+// staging payload allocated right before it is pushed (a staging run is
+// reclaimed once the device consumes the record pushed after it was
+// allocated), then the STEP with its entries and prompt tokens.
+
+type plannedEntry struct {
+	s      *seq
+	n      int  // tokens
+	from   int  // first token index in s.tokens (prefill); -1 for feedback
+	sample bool // sample after the last token
+}
+
+type stepScratch struct {
+	entries []plannedEntry
+	opens   []*seq
+	grows   []*seq
+	regs    []*seq
+	hist    []uint32
+	stop    []uint32
+	bias    []ringbuf.TokenBias
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// schedule plans and submits one step. It returns false when there is
+// nothing to run or no room in the rings.
+func (e *Engine) schedule() bool {
+	a := e.arena
+	a.Staging.Release(a.Submit.Consumed())
+	// Room: every record this step could need, and staging words for the
+	// largest step, counted generously (runs are contiguous).
+	if a.Submit.Space() < 2*e.cfg.Slots+2 {
+		return false
+	}
+	words := (a.Staging.Cap() - a.Staging.Used()) / 2
+	sc := &e.scratch
+	sc.entries, sc.opens, sc.grows, sc.regs = sc.entries[:0], sc.opens[:0], sc.grows[:0], sc.regs[:0]
+	budget := e.cfg.TokenBudget
+	words -= ringbuf.StepEntryWords * e.cfg.Slots
+
+	// 1. Decode: every running sequence whose prompt is submitted gets one
+	// fed-back token, as long as it still has tokens to sample.
+	for i := 0; i < len(e.running) && budget > 0; i++ {
+		s := e.running[i]
+		if s.state != Decoding || s.closing || s.samples >= s.maxTokens-s.openGen {
+			continue
+		}
+		if !e.grow(s, s.computed+1, &words) {
+			continue
+		}
+		sc.entries = append(sc.entries, plannedEntry{s: s, n: 1, from: -1, sample: true})
+		s.computed++
+		s.samples++
+		budget--
+	}
+	// 2. Prefill chunks of sequences already admitted.
+	for i := 0; i < len(e.running) && budget > 0; i++ {
+		s := e.running[i]
+		if s.state == Prefilling && !s.closing {
+			e.planChunk(s, &budget, &words)
+		}
+	}
+	// 3. Admit waiting sequences, first come first served.
+	for len(e.waiting) > 0 && len(e.freeSlots) > 0 && budget > 0 {
+		s := e.waiting[0]
+		if !e.admit(s, &words) {
+			break
+		}
+		e.waiting = e.waiting[1:]
+		e.planChunk(s, &budget, &words)
+	}
+	if len(sc.entries) == 0 && len(sc.opens) == 0 {
+		return false
+	}
+	e.emit()
+	return true
+}
+
+// grow makes sure s's block table covers positions [0, upto), allocating
+// blocks or, when the pool is dry, preempting the most recently admitted
+// other sequence. It returns false if s must wait.
+func (e *Engine) grow(s *seq, upto int, words *int) bool {
+	need := (upto+e.cfg.BlockSize-1)/e.cfg.BlockSize - len(s.blocks)
+	if need <= 0 {
+		return true
+	}
+	if *words < need+8 {
+		return false
+	}
+	blocks, err := e.blocks.AllocateAppend(s.blocks, need)
+	if err != nil {
+		e.preemptFor(s)
+		return false
+	}
+	s.blocks = blocks
+	*words -= need
+	if !slices.Contains(e.scratch.grows, s) {
+		e.scratch.grows = append(e.scratch.grows, s)
+	}
+	return true
+}
+
+// preemptFor frees KV memory for s by closing the newest running sequence
+// (not s, unless s is alone) and queueing it for recompute. The blocks come
+// back when the device acknowledges the close.
+func (e *Engine) preemptFor(s *seq) {
+	for _, r := range e.running {
+		if r.closing && r.requeue {
+			return // a preemption is already freeing memory
+		}
+	}
+	for i := len(e.running) - 1; i >= 0; i-- {
+		v := e.running[i]
+		if v == s || v.closing || slices.ContainsFunc(e.scratch.entries, func(p plannedEntry) bool { return p.s == v }) {
+			continue
+		}
+		v.requeue = true
+		v.stream.mu.Lock()
+		v.stream.timeline.Preempted++
+		v.stream.mu.Unlock()
+		e.statsMu.Lock()
+		e.stats.Preemptions++
+		e.statsMu.Unlock()
+		e.close(v)
+		return
+	}
+}
+
+// planChunk adds the next prompt chunk of s to the step.
+func (e *Engine) planChunk(s *seq, budget, words *int) {
+	rest := len(s.tokens) - s.computed
+	n := min(rest, e.cfg.PrefillChunk, *budget, *words-8)
+	if n <= 0 {
+		return
+	}
+	if !e.grow(s, s.computed+n, words) {
+		return
+	}
+	last := n == rest
+	e.scratch.entries = append(e.scratch.entries, plannedEntry{s: s, n: n, from: s.computed, sample: last})
+	s.computed += n
+	*budget -= n
+	*words -= n
+	s.stream.mu.Lock()
+	s.stream.timeline.Chunks = append(s.stream.timeline.Chunks, time.Now())
+	s.stream.mu.Unlock()
+	if last {
+		s.state = Decoding
+		s.samples++
+		if s.register {
+			e.scratch.regs = append(e.scratch.regs, s)
+			s.register = false
+		}
+	}
+}
+
+// admit gives s a slot: prefix-cache match, KV blocks for its whole
+// prompt available, an OPEN_SLOT planned. False: s must keep waiting.
+func (e *Engine) admit(s *seq, words *int) bool {
+	bs := e.cfg.BlockSize
+	need := (len(s.tokens)+1+bs-1)/bs + 1
+	p := &s.req.Params
+	payload := ringbuf.SlotPayloadWords(len(p.StopTokens), len(p.LogitBias), e.histLen(s, len(s.tokens)))
+	if *words < payload+need+16 {
+		return false
+	}
+	var matched []int32
+	cached := 0
+	if e.cfg.PrefixCache {
+		matched, cached = e.blocks.Match(s.tokens)
+	}
+	if e.blocks.Free() < need-len(matched) {
+		if len(matched) > 0 {
+			_ = e.blocks.Release(matched)
+		}
+		return false
+	}
+	*words -= payload
+	slot := e.freeSlots[len(e.freeSlots)-1]
+	e.freeSlots = e.freeSlots[:len(e.freeSlots)-1]
+	s.slot, s.blocks, s.granted, s.computed, s.samples, s.cached = slot, matched, 0, cached, 0, cached
+	s.openGen = s.generated
+	s.state = Prefilling
+	s.register = e.cfg.PrefixCache && s.generated == 0
+	e.bySlot[slot] = s
+	e.running = append(e.running, s)
+	if len(matched) > 0 {
+		e.scratch.grows = append(e.scratch.grows, s)
+	}
+	e.scratch.opens = append(e.scratch.opens, s)
+	s.stream.mu.Lock()
+	if s.stream.timeline.Scheduled.IsZero() {
+		s.stream.timeline.Scheduled = time.Now()
+		s.stream.timeline.CachedToks = cached
+	}
+	s.stream.mu.Unlock()
+	e.statsMu.Lock()
+	e.stats.CachedTokens += uint64(cached)
+	e.statsMu.Unlock()
+	return true
+}
+
+// histLen is how many tokens before start the repetition penalty's window
+// reaches (the device never sees them when they come from the cache).
+func (e *Engine) histLen(s *seq, start int) int {
+	n := s.req.Params.RepeatLastN
+	if s.req.Params.RepeatPenalty == 1 || n == 0 {
+		return 0
+	}
+	if n < 0 || n > start {
+		return start
+	}
+	return n
+}
+
+// emit pushes the planned records. Room was checked by schedule.
+func (e *Engine) emit() {
+	a := e.arena
+	sc := &e.scratch
+	for _, s := range sc.opens {
+		p := &s.req.Params
+		sp := ringbuf.SlotParams{Temperature: p.Temperature, TopP: p.TopP, MinP: p.MinP, TopK: uint32(p.TopK),
+			RepeatPenalty: p.RepeatPenalty, RepeatLastN: int32(p.RepeatLastN), Presence: p.PresencePenalty,
+			Frequency: p.FrequencyPenalty, Seed: p.Seed, MaxTokens: uint32(s.maxTokens - s.generated),
+			StartPos: uint32(s.cached), PromptLen: uint32(s.nPrompt)}
+		if p.Logprobs {
+			sp.Flags |= ringbuf.SlotLogprobs
+		}
+		if s.req.IgnoreEOS {
+			sp.Flags |= ringbuf.SlotIgnoreEOS
+		}
+		sp.NEOS = uint32(copy(sp.EOS[:], toU32(nil, e.cfg.EOS)))
+		sc.stop = toU32(sc.stop[:0], p.StopTokens)
+		sc.bias = sc.bias[:0]
+		for id, b := range p.LogitBias {
+			sc.bias = append(sc.bias, ringbuf.TokenBias{Token: uint32(id), Bias: b})
+		}
+		slices.SortFunc(sc.bias, func(x, y ringbuf.TokenBias) int { return int(x.Token) - int(y.Token) })
+		h := e.histLen(s, s.cached)
+		sc.hist = toU32(sc.hist[:0], s.tokens[s.cached-h:s.cached])
+		n := ringbuf.SlotPayloadWords(len(sc.stop), len(sc.bias), len(sc.hist))
+		off, buf, _ := a.AllocStaging(n)
+		ringbuf.PutSlotPayload(buf, &sp, sc.stop, sc.bias, sc.hist)
+		e.push(&ringbuf.SubmitRecord{Op: ringbuf.OpOpenSlot, Slot: uint32(s.slot), PayloadOff: off, PayloadLen: uint32(n)})
+	}
+	for _, s := range sc.grows {
+		n := len(s.blocks) - s.granted
+		if n <= 0 {
+			continue
+		}
+		off, buf, _ := a.AllocStaging(n)
+		for i, b := range s.blocks[s.granted:] {
+			buf[i] = uint32(b)
+		}
+		e.push(&ringbuf.SubmitRecord{Op: ringbuf.OpGrantBlocks, Slot: uint32(s.slot), PayloadOff: off, PayloadLen: uint32(n),
+			GrantFirst: uint32(s.granted), GrantCount: uint32(n)})
+		s.granted = len(s.blocks)
+	}
+	if len(sc.entries) == 0 {
+		e.dev.Notify()
+		return
+	}
+	tokens, samples := 0, 0
+	for _, p := range sc.entries {
+		tokens += p.n
+		if p.sample {
+			samples++
+		}
+	}
+	// One run for the entries, then one per prefill chunk: all committed
+	// to the STEP record.
+	entOff, ents, _ := a.AllocStaging(len(sc.entries) * ringbuf.StepEntryWords)
+	for i, p := range sc.entries {
+		ent := ringbuf.StepEntry{Slot: uint32(p.s.slot), NTokens: uint32(p.n), TokenOff: ringbuf.TokenOffFeedback}
+		if p.sample {
+			ent.Flags = ringbuf.EntrySample
+		}
+		if p.from >= 0 {
+			off, buf, _ := a.AllocStaging(p.n)
+			toU32(buf[:0], p.s.tokens[p.from:p.from+p.n])
+			ent.TokenOff = off
+		}
+		ent.Put(ents[i*ringbuf.StepEntryWords:])
+	}
+	e.stepID++
+	if len(sc.regs) > 0 {
+		e.stepRegs[e.stepID] = append([]*seq(nil), sc.regs...)
+	}
+	e.push(&ringbuf.SubmitRecord{Op: ringbuf.OpStep, Slot: uint32(len(sc.entries)), ID: e.stepID, PayloadOff: entOff,
+		PayloadLen: uint32(len(sc.entries) * ringbuf.StepEntryWords), StepTokens: uint32(tokens), StepSample: uint32(samples)})
+	e.inflight++
+	prompt := tokens - (len(sc.entries) - countPrefill(sc.entries))
+	e.statsMu.Lock()
+	e.stats.PromptTokens += uint64(prompt)
+	e.statsMu.Unlock()
+	e.dev.Notify()
+}
+
+func countPrefill(es []plannedEntry) int {
+	n := 0
+	for _, p := range es {
+		if p.from >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *Engine) push(r *ringbuf.SubmitRecord) {
+	if r.Op != ringbuf.OpStep {
+		e.hostSeq++
+		r.ID = e.hostSeq
+	}
+	if _, ok := e.arena.PushSubmit(r); !ok {
+		// schedule checked the room; a full ring here is a bug.
+		panic("engine: submit ring full after the room check")
+	}
+}
+
+func toU32(dst []uint32, src []int32) []uint32 {
+	for _, v := range src {
+		dst = append(dst, uint32(v))
+	}
+	return dst
+}

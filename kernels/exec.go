@@ -1,0 +1,430 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+
+	"sync"
+	"time"
+
+	"ringlm/ringbuf"
+	"ringlm/sample"
+)
+
+// Entry is one slot's share of a step, handed to a Backend: Tokens at
+// positions Pos, Pos+1, … through the slot's block table. Logits, when not
+// nil, receives the logits after the last token.
+type Entry struct {
+	Slot   int
+	Tokens []int32
+	Pos    int
+	Blocks []int32
+	Logits []float32
+}
+
+// Backend is what differs between devices that share this executor: the
+// forward pass over a batch of entries.
+type Backend interface {
+	Vocab() int
+	Forward(batch []Entry) error
+}
+
+// Picker is implemented by backends that choose tokens without logits
+// (the null device); the executor then skips sampling.
+type Picker interface {
+	Pick(slot int, seed uint64, pos int) int32
+}
+
+// Executor is the device side of the ring protocol for devices written in
+// Go: it consumes submit records in order, keeps the per-slot state the
+// protocol puts on the device (position, last token, sampler, stop ids,
+// token limit, block table), runs steps through a Backend and publishes
+// completions. The CUDA kernel implements the same state machine on the GPU.
+type Executor struct {
+	arena     *ringbuf.Arena
+	be        Backend
+	picker    Picker
+	slots     []slot
+	numBlocks int
+	vocab     int
+
+	notify   chan struct{} // host -> device: submit records were published
+	doorbell chan struct{} // device -> host: completions were published
+	done     chan struct{}
+	err      error
+	once     sync.Once
+	start    time.Time
+
+	batch   []Entry
+	samples []int // index into batch of entries that sample
+	logits  [][]float32
+	toks    []int32
+}
+
+type slot struct {
+	open      bool
+	finished  bool // sampled EOS/stop or reached max tokens: later entries are skipped
+	pos       int
+	last      int32 // last sampled token; -1 before the first
+	blocks    []int32
+	sampler   *sample.Sampler
+	seed      uint64
+	maxTokens int
+	sampled   int
+	eos       []int32
+	stop      []int32
+	ignoreEOS bool
+	logprobs  bool
+	promptLen int // fed tokens at positions >= promptLen are generated ones (0: none are)
+}
+
+// NewExecutor prepares an executor for slots slots over a KV pool of
+// numBlocks blocks.
+func NewExecutor(a *ringbuf.Arena, be Backend, slots, numBlocks int) *Executor {
+	x := &Executor{arena: a, be: be, slots: make([]slot, slots), numBlocks: numBlocks, vocab: be.Vocab(),
+		notify: make(chan struct{}, 1), doorbell: make(chan struct{}, 1), done: make(chan struct{})}
+	x.picker, _ = be.(Picker)
+	return x
+}
+
+// Notify tells the device that submit records were published. It never
+// blocks; a signal is kept until the device looks at the ring.
+func (x *Executor) Notify() {
+	select {
+	case x.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Doorbell is signalled after completions are published.
+func (x *Executor) Doorbell() <-chan struct{} { return x.doorbell }
+
+// Start runs the executor on its own goroutine until OpStop.
+func (x *Executor) Start() {
+	x.start = time.Now()
+	go func() {
+		defer close(x.done)
+		x.err = x.run()
+	}()
+}
+
+// Wait waits for the executor to stop and returns why it stopped.
+func (x *Executor) Wait() error {
+	<-x.done
+	return x.err
+}
+
+func (x *Executor) ring() {
+	select {
+	case x.doorbell <- struct{}{}:
+	default:
+	}
+}
+
+// idle is how long the executor sleeps between looks at an empty submit
+// ring when no doorbell arrives (a safety net; Notify wakes it at once).
+const idle = 10 * time.Millisecond
+
+func (x *Executor) run() error {
+	var rec ringbuf.SubmitRecord
+	timer := time.NewTimer(idle)
+	defer timer.Stop()
+	for {
+		if _, ok := x.arena.NextSubmit(&rec); !ok {
+			timer.Reset(idle)
+			select {
+			case <-x.notify:
+			case <-timer.C:
+			}
+			continue
+		}
+		stop := x.exec(&rec)
+		x.arena.Submit.Done()
+		x.ring()
+		if stop {
+			return nil
+		}
+	}
+}
+
+// emit publishes a completion, waiting while the host drains a full ring.
+func (x *Executor) emit(c *ringbuf.Completion) {
+	for !x.arena.PushCompletion(c) {
+		x.ring()
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+func (x *Executor) fail(id uint64, slot uint32, code ringbuf.ErrorCode, detail uint32) {
+	x.emit(&ringbuf.Completion{Kind: ringbuf.KindError, Slot: slot, Step: id, Code: code, Detail: detail})
+}
+
+func (x *Executor) payload(r *ringbuf.SubmitRecord) ([]uint32, bool) {
+	if r.PayloadLen == 0 {
+		return nil, true
+	}
+	if uint64(r.PayloadOff)+uint64(r.PayloadLen) > uint64(x.arena.Staging.Cap()) {
+		x.fail(r.ID, r.Slot, ringbuf.CodeBadPayload, r.PayloadOff)
+		return nil, false
+	}
+	return x.arena.Staging.Words(r.PayloadOff, r.PayloadLen), true
+}
+
+func (x *Executor) slotOf(r *ringbuf.SubmitRecord, wantOpen bool) *slot {
+	if int(r.Slot) >= len(x.slots) {
+		x.fail(r.ID, r.Slot, ringbuf.CodeBadSlot, r.Slot)
+		return nil
+	}
+	s := &x.slots[r.Slot]
+	if s.open != wantOpen {
+		x.fail(r.ID, r.Slot, ringbuf.CodeSlotState, uint32(r.Op))
+		return nil
+	}
+	return s
+}
+
+func (x *Executor) exec(r *ringbuf.SubmitRecord) (stop bool) {
+	switch r.Op {
+	case ringbuf.OpOpenSlot:
+		x.open(r)
+	case ringbuf.OpGrantBlocks:
+		s := x.slotOf(r, true)
+		w, ok := x.payload(r)
+		if s == nil || !ok {
+			return false
+		}
+		if r.GrantCount != r.PayloadLen || int(r.GrantFirst) != len(s.blocks) {
+			x.fail(r.ID, r.Slot, ringbuf.CodeBadPayload, r.GrantFirst)
+			return false
+		}
+		for _, b := range w {
+			if int(b) >= x.numBlocks {
+				x.fail(r.ID, r.Slot, ringbuf.CodeNoBlock, b)
+				return false
+			}
+		}
+		for _, b := range w {
+			s.blocks = append(s.blocks, int32(b))
+		}
+	case ringbuf.OpStep:
+		x.step(r)
+	case ringbuf.OpCloseSlot:
+		if s := x.slotOf(r, true); s != nil {
+			s.open = false
+			s.sampler = nil
+			x.emit(&ringbuf.Completion{Kind: ringbuf.KindSlotClosed, Slot: r.Slot, Step: r.ID})
+		}
+	case ringbuf.OpStop:
+		x.emit(&ringbuf.Completion{Kind: ringbuf.KindStopped, Step: r.ID})
+		return true
+	default:
+		x.fail(r.ID, ringbuf.NoSlot, ringbuf.CodeBadOp, uint32(r.Op))
+	}
+	return false
+}
+
+func (x *Executor) open(r *ringbuf.SubmitRecord) {
+	s := x.slotOf(r, false)
+	w, ok := x.payload(r)
+	if s == nil || !ok {
+		return
+	}
+	pl, err := ringbuf.ParseSlotPayload(w)
+	if err != nil {
+		var pe *ringbuf.PayloadError
+		detail := uint32(0)
+		if errors.As(err, &pe) {
+			detail = uint32(pe.Word)
+		}
+		x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, detail)
+		return
+	}
+	p := pl.Params
+	sp := sample.Defaults()
+	sp.Temperature, sp.TopP, sp.MinP, sp.TopK = p.Temperature, p.TopP, p.MinP, int(p.TopK)
+	sp.RepeatPenalty, sp.RepeatLastN = p.RepeatPenalty, int(p.RepeatLastN)
+	sp.PresencePenalty, sp.FrequencyPenalty, sp.Seed = p.Presence, p.Frequency, p.Seed
+	sp.Logprobs = p.Flags&ringbuf.SlotLogprobs != 0
+	if n := pl.NBias(); n > 0 {
+		sp.LogitBias = make(map[int32]float32, n)
+		for i := 0; i < n; i++ {
+			b := pl.BiasAt(i)
+			sp.LogitBias[int32(b.Token)] = b.Bias
+		}
+	}
+	var sm *sample.Sampler
+	if x.picker == nil {
+		if sm, err = sample.New(sp, x.vocab); err != nil {
+			x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, 0)
+			return
+		}
+		for i, t := range pl.Hist {
+			pos := int(p.StartPos) - len(pl.Hist) + i
+			sm.Observe(int32(t), p.PromptLen > 0 && pos >= int(p.PromptLen))
+		}
+	}
+	*s = slot{open: true, pos: int(p.StartPos), promptLen: int(p.PromptLen), last: -1, blocks: s.blocks[:0], sampler: sm, seed: p.Seed,
+		maxTokens: int(p.MaxTokens), ignoreEOS: p.Flags&ringbuf.SlotIgnoreEOS != 0, logprobs: sp.Logprobs,
+		eos: toInt32(s.eos[:0], p.EOS[:p.NEOS]), stop: toInt32(s.stop[:0], pl.Stop)}
+}
+
+func toInt32(dst []int32, src []uint32) []int32 {
+	for _, v := range src {
+		dst = append(dst, int32(v))
+	}
+	return dst
+}
+
+func (x *Executor) step(r *ringbuf.SubmitRecord) {
+	startNS := x.now()
+	w, ok := x.payload(r)
+	if !ok {
+		x.emit(&ringbuf.Completion{Kind: ringbuf.KindStepDone, Step: r.ID, StartNS: startNS, EndNS: x.now()})
+		return
+	}
+	n := int(r.Slot)
+	if n*ringbuf.StepEntryWords != len(w) {
+		x.fail(r.ID, ringbuf.NoSlot, ringbuf.CodeBadPayload, r.PayloadOff)
+		x.emit(&ringbuf.Completion{Kind: ringbuf.KindStepDone, Step: r.ID, StartNS: startNS, EndNS: x.now()})
+		return
+	}
+	x.batch, x.samples, x.toks = x.batch[:0], x.samples[:0], x.toks[:0]
+	// Gather the tokens first (their backing store is reused per step).
+	type span struct{ lo, hi int }
+	spans := make([]span, 0, n)
+	var e ringbuf.StepEntry
+	for i := 0; i < n; i++ {
+		e.Get(w[i*ringbuf.StepEntryWords:])
+		if int(e.Slot) >= len(x.slots) || !x.slots[e.Slot].open {
+			x.fail(r.ID, e.Slot, ringbuf.CodeSlotState, uint32(ringbuf.OpStep))
+			continue
+		}
+		s := &x.slots[e.Slot]
+		if s.finished {
+			x.emit(&ringbuf.Completion{Kind: ringbuf.KindSkipped, Slot: e.Slot, Step: r.ID})
+			continue
+		}
+		lo := len(x.toks)
+		if e.TokenOff == ringbuf.TokenOffFeedback {
+			if e.NTokens != 1 || s.last < 0 {
+				x.fail(r.ID, e.Slot, ringbuf.CodeNoFeedback, e.NTokens)
+				continue
+			}
+			x.toks = append(x.toks, s.last)
+		} else {
+			if e.NTokens == 0 || uint64(e.TokenOff)+uint64(e.NTokens) > uint64(x.arena.Staging.Cap()) {
+				x.fail(r.ID, e.Slot, ringbuf.CodeBadPayload, e.TokenOff)
+				continue
+			}
+			bad := false
+			for _, t := range x.arena.Staging.Words(e.TokenOff, e.NTokens) {
+				if int(t) >= x.vocab {
+					x.fail(r.ID, e.Slot, ringbuf.CodeBadToken, t)
+					bad = true
+					break
+				}
+				x.toks = append(x.toks, int32(t))
+			}
+			if bad {
+				x.toks = x.toks[:lo]
+				continue
+			}
+		}
+		last := s.pos + int(e.NTokens) - 1
+		if last/blockSizeOf(x)+1 > len(s.blocks) {
+			x.toks = x.toks[:lo]
+			x.fail(r.ID, e.Slot, ringbuf.CodeNoBlock, uint32(last))
+			continue
+		}
+		spans = append(spans, span{lo, len(x.toks)})
+		ent := Entry{Slot: int(e.Slot), Pos: s.pos, Blocks: s.blocks}
+		if e.Flags&ringbuf.EntrySample != 0 {
+			x.samples = append(x.samples, len(x.batch))
+		}
+		x.batch = append(x.batch, ent)
+		if e.TokenOff != ringbuf.TokenOffFeedback && s.sampler != nil {
+			for i, t := range x.toks[lo:] {
+				s.sampler.Observe(t, s.promptLen > 0 && s.pos+i >= s.promptLen)
+			}
+		}
+		s.pos += int(e.NTokens)
+	}
+	for i := range x.batch {
+		x.batch[i].Tokens = x.toks[spans[i].lo:spans[i].hi]
+	}
+	if len(x.batch) > 0 {
+		if x.picker == nil {
+			for len(x.logits) < len(x.samples) {
+				x.logits = append(x.logits, make([]float32, x.vocab))
+			}
+			for j, i := range x.samples {
+				x.batch[i].Logits = x.logits[j]
+			}
+		}
+		if err := x.be.Forward(x.batch); err != nil {
+			for _, ent := range x.batch {
+				x.fail(r.ID, uint32(ent.Slot), ringbuf.CodeDevice, 0)
+				x.slots[ent.Slot].finished = true
+			}
+			x.samples = x.samples[:0]
+		}
+	}
+	for _, i := range x.samples {
+		ent := &x.batch[i]
+		s := &x.slots[ent.Slot]
+		var tok int32
+		var lp float32
+		if x.picker != nil {
+			tok = x.picker.Pick(ent.Slot, s.seed, s.pos)
+		} else {
+			res := s.sampler.Sample(ent.Logits, s.pos)
+			tok, lp = res.Token, res.Logprob
+			s.sampler.Observe(tok, true)
+		}
+		s.last = tok
+		s.sampled++
+		fin := ringbuf.FinishNone
+		switch {
+		case (!s.ignoreEOS && contains(s.eos, tok)) || contains(s.stop, tok):
+			fin = ringbuf.FinishStop
+		case s.maxTokens > 0 && s.sampled >= s.maxTokens:
+			fin = ringbuf.FinishLength
+		}
+		if fin != ringbuf.FinishNone {
+			s.finished = true
+		}
+		if !s.logprobs {
+			lp = 0
+		}
+		x.emit(&ringbuf.Completion{Kind: ringbuf.KindToken, Slot: uint32(ent.Slot), Step: r.ID, Token: uint32(tok),
+			Logprob: lp, Finish: fin, Position: uint32(s.pos)})
+	}
+	x.emit(&ringbuf.Completion{Kind: ringbuf.KindStepDone, Slot: uint32(len(x.batch)), Step: r.ID, StartNS: startNS, EndNS: x.now()})
+}
+
+func contains(s []int32, t int32) bool {
+	for _, v := range s {
+		if v == t {
+			return true
+		}
+	}
+	return false
+}
+
+// BlockSizer is implemented by backends whose KV block size is not the
+// default.
+type BlockSizer interface{ BlockSize() int }
+
+func blockSizeOf(x *Executor) int {
+	if b, ok := x.be.(BlockSizer); ok {
+		return b.BlockSize()
+	}
+	return 16
+}
+
+func (x *Executor) now() uint64 { return uint64(time.Since(x.start).Nanoseconds()) }
+
+// String describes the executor for logs.
+func (x *Executor) String() string {
+	return fmt.Sprintf("executor(%d slots, %d blocks, vocab %d)", len(x.slots), x.numBlocks, x.vocab)
+}

@@ -1,0 +1,55 @@
+// Package null is a device that completes steps at once with tokens that
+// depend only on (seed, slot position): no model, no logits. It measures
+// the scheduler and the rings alone.
+package null
+
+import (
+	"fmt"
+
+	"ringlm/kernels"
+	"ringlm/ringbuf"
+)
+
+// Device completes steps instantly.
+type Device struct {
+	vocab, blocks, blockSize, slots int
+	x                               *kernels.Executor
+}
+
+// New returns a null device for a vocabulary of vocab tokens.
+func New(vocab, numBlocks, blockSize, slots int) *Device {
+	return &Device{vocab: vocab, blocks: numBlocks, blockSize: blockSize, slots: slots}
+}
+
+func (d *Device) Name() string { return "null" }
+
+func (d *Device) Start(a *ringbuf.Arena) error {
+	if d.x != nil {
+		return fmt.Errorf("null: device already started")
+	}
+	d.x = kernels.NewExecutor(a, d, d.slots, d.blocks)
+	d.x.Start()
+	return nil
+}
+
+func (d *Device) Notify()                   { d.x.Notify() }
+func (d *Device) Doorbell() <-chan struct{} { return d.x.Doorbell() }
+func (d *Device) Wait() error               { return d.x.Wait() }
+func (d *Device) Vocab() int                { return d.vocab }
+func (d *Device) BlockSize() int            { return d.blockSize }
+
+// Forward does nothing: the null device has no model.
+func (d *Device) Forward([]kernels.Entry) error { return nil }
+
+// Token is the token the null device samples at pos for seed: a mix of
+// both, so tests can predict every token.
+func Token(seed uint64, pos, vocab int) int32 {
+	h := seed ^ uint64(pos)*0x9E3779B97F4A7C15
+	h ^= h >> 29
+	h *= 0xBF58476D1CE4E5B9
+	h ^= h >> 32
+	return int32(h % uint64(vocab))
+}
+
+// Pick implements kernels.Picker.
+func (d *Device) Pick(_ int, seed uint64, pos int) int32 { return Token(seed, pos, d.vocab) }
