@@ -133,6 +133,8 @@ type Engine struct {
 	stopSent  bool
 	stopped   bool
 	ctrl      []ringbuf.SubmitRecord // CLOSE_SLOT records waiting for room
+	now       time.Time              // when the current batch of completions was drained
+	genDelta  uint64                 // tokens received since stats were last published
 
 	statsMu sync.Mutex
 	stats   Stats

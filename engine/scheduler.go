@@ -22,9 +22,16 @@ func (e *Engine) loop() {
 	defer timer.Stop()
 	for !e.stopped {
 		progress := false
+		e.now = time.Now()
 		for e.arena.PopCompletion(&c) {
 			e.handle(&c)
 			progress = true
+		}
+		if e.genDelta > 0 {
+			e.statsMu.Lock()
+			e.stats.GeneratedTokens += e.genDelta
+			e.statsMu.Unlock()
+			e.genDelta = 0
 		}
 		if e.takeInbox() {
 			progress = true
@@ -140,10 +147,8 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		}
 		s.generated++
 		s.tokens = append(s.tokens, int32(c.Token))
-		s.stream.push(Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: time.Now()})
-		e.statsMu.Lock()
-		e.stats.GeneratedTokens++
-		e.statsMu.Unlock()
+		s.stream.push(Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now})
+		e.genDelta++
 		switch c.Finish {
 		case ringbuf.FinishStop:
 			e.finish(s, FinishStop)

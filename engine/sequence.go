@@ -132,7 +132,9 @@ func (s *Stream) Recv(ctx context.Context, dst []Token) (toks []Token, done bool
 		s.mu.Lock()
 		if s.read < len(s.buf) {
 			dst = append(dst, s.buf[s.read:]...)
-			s.read = len(s.buf)
+			// Everything is read: reuse the backing array, so a reader that
+			// keeps up costs no allocation per token.
+			s.buf, s.read = s.buf[:0], 0
 			s.mu.Unlock()
 			return dst, false, nil
 		}

@@ -190,7 +190,11 @@ func (e *Engine) admit(s *seq, words *int) bool {
 	*words -= payload
 	slot := e.freeSlots[len(e.freeSlots)-1]
 	e.freeSlots = e.freeSlots[:len(e.freeSlots)-1]
-	s.slot, s.blocks, s.granted, s.computed, s.samples, s.cached = slot, matched, 0, cached, 0, cached
+	// The table's capacity covers the whole request, so growing it per
+	// block never allocates.
+	table := make([]int32, len(matched), (s.nPrompt+s.maxTokens+bs-1)/bs+1)
+	copy(table, matched)
+	s.slot, s.blocks, s.granted, s.computed, s.samples, s.cached = slot, table, 0, cached, 0, cached
 	s.openGen = s.generated
 	s.state = Prefilling
 	s.register = e.cfg.PrefixCache && s.generated == 0

@@ -59,7 +59,10 @@ type Executor struct {
 	samples []int // index into batch of entries that sample
 	logits  [][]float32
 	toks    []int32
+	spans   []span
 }
+
+type span struct{ lo, hi int }
 
 type slot struct {
 	open      bool
@@ -290,8 +293,7 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 	}
 	x.batch, x.samples, x.toks = x.batch[:0], x.samples[:0], x.toks[:0]
 	// Gather the tokens first (their backing store is reused per step).
-	type span struct{ lo, hi int }
-	spans := make([]span, 0, n)
+	spans := x.spans[:0]
 	var e ringbuf.StepEntry
 	for i := 0; i < n; i++ {
 		e.Get(w[i*ringbuf.StepEntryWords:])
@@ -352,6 +354,7 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 	for i := range x.batch {
 		x.batch[i].Tokens = x.toks[spans[i].lo:spans[i].hi]
 	}
+	x.spans = spans
 	if len(x.batch) > 0 {
 		if x.picker == nil {
 			for len(x.logits) < len(x.samples) {
