@@ -245,3 +245,56 @@ func TestBuiltinVocab(t *testing.T) {
 		t.Errorf("expected the merge for \" the\" in the built-in vocabulary")
 	}
 }
+
+// TestRoundTripAllPresets writes every preset in every type in full and
+// checks each tensor's bytes against a fresh generation. It writes about
+// 120 GB in all, so it runs only when RINGLM_FULL_ROUNDTRIP=1 (recorded in
+// bench/RESULTS.md); plain runs cover tiny in full and every preset's
+// layout above.
+func TestRoundTripAllPresets(t *testing.T) {
+	if os.Getenv("RINGLM_FULL_ROUNDTRIP") != "1" {
+		t.Skip("set RINGLM_FULL_ROUNDTRIP=1 (writes every preset in every type)")
+	}
+	for _, name := range PresetNames()[1:] {
+		for _, typ := range SupportedTypes {
+			s, _ := Lookup(name, "")
+			o := Options{Shape: s, Type: typ, Seed: 5}
+			w, err := Build(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := w.WriteFile(path); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(f.KVs, w.KVs()) {
+				t.Fatalf("%s/%s: metadata differs", name, typ)
+			}
+			h, _ := f.Hparams()
+			for i, sp := range s.tensors(int(h.VocabSize)) {
+				ti := &f.Tensors[i]
+				wantType := typ
+				if sp.oneD {
+					wantType = gguf.TypeF32
+				}
+				if ti.Name != sp.name || ti.Type != wantType || !reflect.DeepEqual(ti.Dims, sp.dims) {
+					t.Fatalf("%s/%s: tensor %d is %s %s %v", name, typ, i, ti.Name, ti.Type, ti.Dims)
+				}
+				var buf bytes.Buffer
+				if err := (&gen{spec: sp, typ: wantType, seed: 5}).write(&buf); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf.Bytes(), f.Data(ti)) {
+					t.Fatalf("%s/%s: %s bytes differ", name, typ, ti.Name)
+				}
+			}
+			f.Close()
+			os.Remove(path)
+			t.Logf("%s/%s: %d tensors identical", name, typ, len(f.Tensors))
+		}
+	}
+}

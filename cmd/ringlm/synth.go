@@ -18,7 +18,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("o", "", "output GGUF file (required)")
 	typName := fs.String("type", "f16", "weight type of the matrices: f32, f16, bf16, q8_0 (norms and biases stay f32)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
-	tokPath := fs.String("tokenizer", "", "HuggingFace tokenizer.json (or .json.gz) to import as the vocabulary; tokenizer_config.json beside it is read too")
+	tokPath := fs.String("tokenizer", "", "vocabulary to use: a HuggingFace tokenizer.json (tokenizer_config.json beside it is read too) or a GGUF file's vocabulary; either may be gzipped")
 	vocabOnly := fs.Bool("vocab-only", false, "write only metadata and vocabulary, no tensors (like llama.cpp's ggml-vocab files)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -62,11 +62,11 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 			vocab = kv.Value.Len()
 		}
 	}
-	what := shape.Describe(vocab)
+	what := fmt.Sprintf("%s, %s weights", shape.Describe(vocab), typ)
 	if *vocabOnly {
 		what = fmt.Sprintf("vocabulary only, %d tokens", vocab)
 	}
-	fmt.Fprintf(stdout, "wrote %s: %s, %s weights, %s in %.1fs\n", *out, what, typ, humanBytes(uint64(st.Size())), time.Since(start).Seconds())
+	fmt.Fprintf(stdout, "wrote %s: %s, %s in %.1fs\n", *out, what, humanBytes(uint64(st.Size())), time.Since(start).Seconds())
 	return nil
 }
 

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"ringlm/gguf"
+)
+
+// TestMain lets a test re-run this binary as `ringlm` in a child process
+// (RINGLM_TEST_MAIN=1), to check behaviour across processes.
+func TestMain(m *testing.M) {
+	if os.Getenv("RINGLM_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+var (
+	modelOnce sync.Once
+	modelPath string
+	modelErr  string
+)
+
+// testModel is a tiny llama with the real Mistral vocabulary.
+func testModel(t *testing.T) string {
+	t.Helper()
+	modelOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ringlm-cmd-test")
+		if err != nil {
+			modelErr = err.Error()
+			return
+		}
+		modelPath = filepath.Join(dir, "tiny.gguf")
+		var o, e strings.Builder
+		if code := run([]string{"synth", "--arch", "llama", "--tokenizer", "../../testdata/tokenizer/mistral.gguf.gz", "-o", modelPath}, &o, &e); code != 0 {
+			modelErr = e.String()
+		}
+	})
+	if modelErr != "" {
+		t.Fatal(modelErr)
+	}
+	return modelPath
+}
+
+func child(t *testing.T, args ...string) (string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "RINGLM_TEST_MAIN=1")
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ringlm %v: %v\n%s", args, err, e.String())
+	}
+	return o.String(), e.String()
+}
+
+// The same seed gives the same text in separate processes; another seed
+// gives other text; greedy ignores the seed.
+func TestRunDeterministicAcrossProcesses(t *testing.T) {
+	m := testModel(t)
+	args := func(seed string, extra ...string) []string {
+		return append([]string{"run", "-m", m, "-p", "Once upon a time", "-n", "24", "--seed", seed}, extra...)
+	}
+	a, stats := child(t, args("7")...)
+	b, _ := child(t, args("7")...)
+	c, _ := child(t, args("8")...)
+	if a != b || strings.TrimSpace(a) == "" {
+		t.Fatalf("same seed, different text:\n%q\n%q", a, b)
+	}
+	if a == c {
+		t.Fatalf("seeds 7 and 8 gave the same text %q", a)
+	}
+	if !strings.Contains(stats, "prompt eval") || !strings.Contains(stats, "tokens per second") {
+		t.Fatalf("no speed report: %q", stats)
+	}
+	g1, _ := child(t, args("1", "--temp", "0")...)
+	g2, _ := child(t, args("2", "--temp", "0")...)
+	if g1 != g2 {
+		t.Fatal("greedy output depends on the seed")
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	m := testModel(t)
+	cases := map[string][]string{
+		"no chat template": {"run", "-m", m, "-p", "hi", "--chat"},
+		"bad template":     {"run", "-m", m, "-p", "hi", "--chat", "--template", "alpaca"},
+		"bad temperature":  {"run", "-m", m, "-p", "hi", "--temp", "-1"},
+		"missing model":    {"run", "-p", "hi"},
+		"bad kv type":      {"run", "-m", m, "-p", "hi", "--kv-type", "q4_0"},
+	}
+	for name, args := range cases {
+		code, _, e := runCmd(t, args...)
+		if code == 0 || strings.Count(e, "\n") != 1 {
+			t.Errorf("%s: code %d, stderr %q", name, code, e)
+		}
+	}
+	// An unknown architecture names the supported ones.
+	w := gguf.NewWriter()
+	w.Set("general.architecture", gguf.String("mamba"))
+	for _, k := range []string{"context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count"} {
+		w.Set("mamba."+k, gguf.Uint32(64))
+	}
+	p := filepath.Join(t.TempDir(), "mamba.gguf")
+	if err := w.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	code, _, e := runCmd(t, "run", "-m", p, "-p", "hi")
+	if code == 0 || !strings.Contains(e, "unsupported architecture \"mamba\"") || !strings.Contains(e, "llama, phi3, qwen2") {
+		t.Errorf("unknown arch: %d %q", code, e)
+	}
+}
+
+func TestRunChat(t *testing.T) {
+	m := testModel(t)
+	code, out, e := runCmd(t, "run", "-m", m, "-p", "hi", "--chat", "--template", "mistral", "-n", "4", "--temp", "0")
+	if code != 0 || out == "" {
+		t.Fatalf("chat run: %d %q %q", code, out, e)
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"ringlm/gguf"
+	"ringlm/tokenizer"
+)
+
+// loadTokenizer opens a GGUF file and builds its tokenizer.
+func loadTokenizer(path string) (*tokenizer.Tokenizer, *gguf.File, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := tokenizer.FromGGUF(f)
+	if err == nil {
+		var t *tokenizer.Tokenizer
+		if t, err = tokenizer.New(v); err == nil {
+			return t, f, nil
+		}
+	}
+	f.Close()
+	return nil, nil, fmt.Errorf("%s: %w", path, err)
+}
+
+func runTokenize(args []string, stdout, stderr io.Writer) error {
+	return tokenizeWith(os.Stdin, args, stdout, stderr)
+}
+
+// maxJSONLLine bounds one input line of --jsonl.
+const maxJSONLLine = 64 << 20
+
+func tokenizeWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("tokenize", "tokenize -m FILE [--jsonl] [--literal] [--add-special] [TEXT]", stderr)
+	model := fs.String("m", "", "GGUF model or vocabulary file (required)")
+	jsonl := fs.Bool("jsonl", false, `read {"text": "..."} lines on stdin, write {"ids": [...]} lines (no special tokens added, none parsed)`)
+	literal := fs.Bool("literal", false, "take special-token strings in the text literally instead of matching them")
+	addSpecial := fs.Bool("add-special", false, "add BOS/EOS as the vocabulary asks")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *model == "" {
+		return usagef("-m FILE is required")
+	}
+	tok, f, err := loadTokenizer(*model)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
+	if *jsonl {
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 1<<20), maxJSONLLine)
+		line := 0
+		for sc.Scan() {
+			line++
+			var in struct {
+				Text *string `json:"text"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &in); err != nil || in.Text == nil {
+				return fmt.Errorf(`stdin line %d: want {"text": "..."}`, line)
+			}
+			ids := tok.EncodeWith(*in.Text, tokenizer.EncodeOptions{})
+			if ids == nil {
+				ids = []int32{}
+			}
+			b, _ := json.Marshal(struct {
+				IDs []int32 `json:"ids"`
+			}{ids})
+			out.Write(b)
+			out.WriteByte('\n')
+		}
+		return sc.Err()
+	}
+	text := strings.Join(pos, " ")
+	if len(pos) == 0 {
+		b, err := io.ReadAll(io.LimitReader(stdin, maxJSONLLine))
+		if err != nil {
+			return err
+		}
+		text = string(b)
+	}
+	ids := tok.EncodeWith(text, tokenizer.EncodeOptions{ParseSpecial: !*literal, AddSpecial: *addSpecial})
+	for _, id := range ids {
+		fmt.Fprintf(out, "%8d  %q\n", id, tok.Decode([]int32{id}))
+	}
+	fmt.Fprintf(out, "%d tokens\n", len(ids))
+	return nil
+}

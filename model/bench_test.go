@@ -1,0 +1,121 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"ringlm/gguf"
+	"ringlm/synth"
+)
+
+// BenchmarkMemoryRead measures this machine's memory read bandwidth with
+// every core summing its share of a 512 MiB array: the roof a CPU decode
+// step (which streams every weight byte once) is measured against.
+func BenchmarkMemoryRead(b *testing.B) {
+	buf := make([]uint64, 64<<20)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	w := runtime.GOMAXPROCS(0)
+	b.SetBytes(int64(len(buf) * 8))
+	b.ResetTimer()
+	var sink uint64
+	for i := 0; i < b.N; i++ {
+		var wg sync.WaitGroup
+		part := len(buf) / w
+		sums := make([]uint64, w)
+		for g := 0; g < w; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var s0, s1, s2, s3 uint64
+				p := buf[g*part : (g+1)*part]
+				for j := 0; j+4 <= len(p); j += 4 {
+					s0 += p[j]
+					s1 += p[j+1]
+					s2 += p[j+2]
+					s3 += p[j+3]
+				}
+				sums[g] = s0 + s1 + s2 + s3
+			}()
+		}
+		wg.Wait()
+		sink += sums[0]
+	}
+	_ = sink
+}
+
+// benchModel writes (once, cached in the temp dir) and loads a synthetic model.
+func benchModel(b *testing.B, preset, arch string, typ gguf.Type) *Model {
+	b.Helper()
+	path := filepath.Join(os.TempDir(), "ringlm-bench-"+preset+"-"+arch+"-"+typ.String()+".gguf")
+	if _, err := os.Stat(path); err != nil {
+		s, err := synth.Lookup(preset, arch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := synth.Build(synth.Options{Shape: s, Type: typ, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := w.WriteFile(path); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	m, err := Load(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// benchDecode times single-sequence decode steps at a short context and
+// reports tok/s and the weight bytes streamed per second.
+func benchDecode(b *testing.B, m *Model, batch int) {
+	kv, err := NewKVPool(&m.Config, gguf.TypeF16, batch*8, DefaultBlockSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	seqs := make([]Seq, batch)
+	for i := range seqs {
+		seqs[i] = Seq{Tokens: []int32{1, 2, 3, 4}, Blocks: seqBlocks(i*8, 8), Logits: make([]float32, m.Vocab)}
+	}
+	if err := m.Forward(kv, seqs); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range seqs {
+			seqs[j].Pos = 4 + i%100
+			seqs[j].Tokens = []int32{int32((i + j) % m.Vocab)}
+		}
+		if err := m.Forward(kv, seqs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(batch)/sec, "tok/s")
+	b.ReportMetric(float64(m.WeightBytes())/sec/1e9, "weightGB/s")
+	b.ReportMetric(sec*1e3, "ms/step")
+}
+
+func BenchmarkDecodeTinyF32(b *testing.B) { benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeF32), 1) }
+func BenchmarkDecodeTinyF16(b *testing.B) { benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeF16), 1) }
+func BenchmarkDecodeTinyQ8(b *testing.B)  { benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeQ8_0), 1) }
+func BenchmarkDecodeTinyF16Batch8(b *testing.B) {
+	benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeF16), 8)
+}
+func BenchmarkDecodeQwen05BF16(b *testing.B) {
+	if testing.Short() {
+		b.Skip("1 GB model")
+	}
+	benchDecode(b, benchModel(b, "qwen2.5-0.5b", "", gguf.TypeF16), 1)
+}
