@@ -2,8 +2,8 @@
 // and the ring protocol's byte formats inside it: the header, two
 // single-producer/single-consumer rings of fixed-size records (submit:
 // host -> device; completion: device -> host) and a staging area for
-// variable-size payloads. LAYOUT.md (the ring protocol section of
-// ARCHITECTURE.md) specifies every byte, the ordering rules and what a
+// variable-size payloads. The ring protocol section of ARCHITECTURE.md
+// specifies every byte, the ordering rules and what a
 // device does with each record; kernels/cuda/ring.h is the same
 // specification in C, generated from this package (go generate ./ringbuf)
 // and checked against it by the tests.

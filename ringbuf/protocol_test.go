@@ -9,7 +9,7 @@ import (
 )
 
 // This file runs the whole ring protocol between a host goroutine and a
-// device goroutine over small rings (both fill up), as LAYOUT.md specifies
+// device goroutine over small rings (both fill up), as ARCHITECTURE.md ("The ring protocol") specifies
 // it. The device's "model" makes the token after input tok at position pos
 // a hash of (seed, pos, tok), so the host can predict every token.
 
