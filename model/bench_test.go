@@ -107,9 +107,15 @@ func benchDecode(b *testing.B, m *Model, batch int) {
 	b.ReportMetric(sec*1e3, "ms/step")
 }
 
-func BenchmarkDecodeTinyF32(b *testing.B) { benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeF32), 1) }
-func BenchmarkDecodeTinyF16(b *testing.B) { benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeF16), 1) }
-func BenchmarkDecodeTinyQ8(b *testing.B)  { benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeQ8_0), 1) }
+func BenchmarkDecodeTinyF32(b *testing.B) {
+	benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeF32), 1)
+}
+func BenchmarkDecodeTinyF16(b *testing.B) {
+	benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeF16), 1)
+}
+func BenchmarkDecodeTinyQ8(b *testing.B) {
+	benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeQ8_0), 1)
+}
 func BenchmarkDecodeTinyF16Batch8(b *testing.B) {
 	benchDecode(b, benchModel(b, "tiny", "llama", gguf.TypeF16), 8)
 }
