@@ -136,6 +136,9 @@ type Engine struct {
 	now       time.Time              // when the current batch of completions was drained
 	genDelta  uint64                 // tokens received since stats were last published
 
+	closeOnce sync.Once
+	closeErr  error
+
 	statsMu sync.Mutex
 	stats   Stats
 
@@ -291,21 +294,21 @@ func (e *Engine) Stats() Stats {
 // FreeBlocks is the number of KV blocks allocatable now.
 func (e *Engine) FreeBlocks() int { return e.blocks.Free() }
 
-// Close cancels every request, stops the device and frees the rings.
+// Close cancels every request, stops the device and frees the rings. It
+// may be called more than once.
 func (e *Engine) Close() error {
-	e.inMu.Lock()
-	already := e.closing
-	e.closing = true
-	e.inMu.Unlock()
-	if !already {
+	e.closeOnce.Do(func() {
+		e.inMu.Lock()
+		e.closing = true
+		e.inMu.Unlock()
 		e.poke()
-	}
-	<-e.loopDone
-	err := e.dev.Wait()
-	e.blocks.Close()
-	e.arena.Close()
-	if e.loopErr != nil {
-		return e.loopErr
-	}
-	return err
+		<-e.loopDone
+		e.closeErr = e.dev.Wait()
+		e.blocks.Close()
+		e.arena.Close()
+		if e.loopErr != nil {
+			e.closeErr = e.loopErr
+		}
+	})
+	return e.closeErr
 }
