@@ -61,10 +61,10 @@ func TestRandomCancellations(t *testing.T) {
 
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
+			t.Fatal("condition not reached in 60s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -107,9 +107,7 @@ func TestOversubscription(t *testing.T) {
 	}
 	st := e.Stats()
 	t.Logf("KV demand %d blocks, pool %d: %d preemptions, %d steps", demand, blocks, st.Preemptions, st.Steps)
-	if st.Blocks.Used != 0 {
-		t.Fatalf("%d blocks still used", st.Blocks.Used)
-	}
+	waitFor(t, func() bool { return e.Stats().Blocks.Used == 0 })
 }
 
 // Two requests sharing a 200-token prefix: the second reuses the first's
