@@ -27,6 +27,10 @@ func (e *Engine) loop() {
 			e.handle(&c)
 			progress = true
 		}
+		for _, st := range e.dirty {
+			st.flush()
+		}
+		e.dirty = e.dirty[:0]
 		if e.genDelta > 0 {
 			e.statsMu.Lock()
 			e.stats.GeneratedTokens += e.genDelta
@@ -147,7 +151,9 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		}
 		s.generated++
 		s.tokens = append(s.tokens, int32(c.Token))
-		s.stream.push(Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now})
+		if s.stream.push(Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now}) {
+			e.dirty = append(e.dirty, s.stream)
+		}
 		e.genDelta++
 		switch c.Finish {
 		case ringbuf.FinishStop:

@@ -73,6 +73,7 @@ type Stream struct {
 	mu       sync.Mutex
 	buf      []Token
 	read     int
+	dirty    bool // tokens pushed since the last wake-up
 	finish   Finish
 	err      error
 	done     bool
@@ -98,12 +99,25 @@ func (s *Stream) wake() {
 	}
 }
 
-func (s *Stream) push(t Token) {
+// push appends a token without waking the reader: the engine wakes each
+// stream once after draining a batch of completions (push reports whether
+// the stream needs that wake-up).
+func (s *Stream) push(t Token) (first bool) {
 	s.mu.Lock()
+	first = !s.dirty
+	s.dirty = true
 	s.buf = append(s.buf, t)
 	if s.timeline.FirstToken.IsZero() {
 		s.timeline.FirstToken = t.Time
 	}
+	s.mu.Unlock()
+	return first
+}
+
+// flush wakes the reader after pushes.
+func (s *Stream) flush() {
+	s.mu.Lock()
+	s.dirty = false
 	s.mu.Unlock()
 	s.wake()
 }

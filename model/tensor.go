@@ -1,9 +1,7 @@
 package model
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 
@@ -50,19 +48,13 @@ func (m *Matrix) Row(r int, dst []float32) {
 	src := m.Data[r*m.rowBytes : (r+1)*m.rowBytes]
 	switch m.Type {
 	case gguf.TypeF32:
-		for i := range dst {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
-		}
+		rowF32(dst, src)
 	case gguf.TypeF16:
-		for i := range dst {
-			dst[i] = gguf.F16ToF32(uint16(src[2*i]) | uint16(src[2*i+1])<<8)
-		}
+		rowF16(dst, src)
 	case gguf.TypeBF16:
-		for i := range dst {
-			dst[i] = math.Float32frombits(uint32(src[2*i])<<16 | uint32(src[2*i+1])<<24)
-		}
+		rowBF16(dst, src)
 	case gguf.TypeQ8_0:
-		gguf.DequantizeQ8_0(dst, src)
+		rowQ8_0(dst, src)
 	}
 }
 
@@ -80,30 +72,6 @@ func vector(f *gguf.File, name string, n int) ([]float32, error) {
 		return nil, fmt.Errorf("model: tensor %q has type %s, want F32, F16 or BF16", name, t.Type)
 	}
 	return out, nil
-}
-
-// dot is the one dot product of the CPU forward. Its summation order is
-// fixed (eight interleaved partial sums, combined pairwise), so a result
-// never depends on how many other rows or sequences share the step.
-func dot(a, b []float32) float32 {
-	n := len(a)
-	b = b[:n]
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-		s4 += a[i+4] * b[i+4]
-		s5 += a[i+5] * b[i+5]
-		s6 += a[i+6] * b[i+6]
-		s7 += a[i+7] * b[i+7]
-	}
-	for ; i < n; i++ {
-		s0 += a[i] * b[i]
-	}
-	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
 }
 
 // pool runs row ranges of a matrix product on every core. Work is split
@@ -143,6 +111,11 @@ func (p *pool) matmul(out []float32, m *Matrix, x []float32, n int) {
 	cols, rows := m.Cols, m.Rows
 	p.parallelRows(rows, cols*n, func(lo, hi int) {
 		row := getScratch(cols)
+		if n == 1 { // bitwise equal to the loop below
+			m.dotRows(out[lo:hi], lo, x, row)
+			putScratch(row)
+			return
+		}
 		for r := lo; r < hi; r++ {
 			m.Row(r, row)
 			for t := 0; t < n; t++ {
