@@ -87,7 +87,7 @@ var defaultPool = &pool{workers: runtime.GOMAXPROCS(0)}
 // p.workers goroutines; small products run inline.
 func (p *pool) parallelRows(rows, costPerRow int, fn func(lo, hi int)) {
 	w := p.workers
-	if w <= 1 || rows*costPerRow < 1<<16 {
+	if w <= 1 || rows*costPerRow < 1<<18 {
 		fn(0, rows)
 		return
 	}
