@@ -136,6 +136,7 @@ type Engine struct {
 	now       time.Time              // when the current batch of completions was drained
 	genDelta  uint64                 // tokens received since stats were last published
 	dirty     []*Stream              // streams with tokens to wake their readers for
+	fences    []fence                // slots of failed OPENs, freed once the device is past them
 
 	closeOnce sync.Once
 	closeErr  error

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"ringlm/gguf"
+	"ringlm/kernels/cpu"
+	"ringlm/ringbuf"
 	"ringlm/sample"
 )
 
@@ -141,4 +145,46 @@ func TestPrefixCache(t *testing.T) {
 	if st.CachedTokens != 192 || st.PromptTokens != plainPrompt-192 {
 		t.Fatalf("cached %d tokens, computed %d prompt tokens (without cache %d)", st.CachedTokens, st.PromptTokens, plainPrompt)
 	}
+}
+
+// A request whose OPEN_SLOT the device refuses fails with a device error,
+// and its slot and blocks come back (no CLOSE can be acknowledged for a
+// slot that never opened) while other requests go on.
+func TestFailedOpenFreesSlot(t *testing.T) {
+	m := microModel(t)
+	dev, err := cpu.New(m, gguf.TypeF32, 64, 16, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The engine believes in a larger vocabulary than the device has, so a
+	// logit bias on token 900 passes the engine's checks and fails the
+	// device's sampler setup.
+	e, err := New(Config{Slots: 2, NumBlocks: 64, Vocab: 1000, Context: m.Context, Allocator: ringbuf.HeapAllocator{}}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	free := e.FreeBlocks()
+	for i := 0; i < 5; i++ {
+		p := sample.Defaults()
+		p.MaxTokens, p.LogitBias = 4, map[int32]float32{900: 1}
+		s, err := e.Submit(context.Background(), Request{Prompt: []int32{1, 2, 3}, Params: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		collect(t, s)
+		if f, err := s.Finish(); f != FinishError || !errors.Is(err, ErrDevice) {
+			t.Fatalf("finish %v %v", f, err)
+		}
+	}
+	good := sample.Defaults()
+	good.MaxTokens = 4
+	s, err := e.Submit(context.Background(), Request{Prompt: []int32{1, 2, 3}, Params: good, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toks := collect(t, s); len(toks) != 4 {
+		t.Fatalf("%d tokens after failed opens", len(toks))
+	}
+	waitFor(t, func() bool { st := e.Stats(); return st.Running == 0 && e.FreeBlocks() == free })
 }

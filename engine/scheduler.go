@@ -41,8 +41,11 @@ func (e *Engine) loop() {
 			progress = true
 		}
 		e.flushCtrl()
+		if len(e.fences) > 0 {
+			e.releaseFences()
+		}
 		if e.shuttingDown() {
-			if len(e.running) == 0 && e.inflight == 0 && len(e.ctrl) == 0 && !e.stopSent {
+			if len(e.running) == 0 && e.inflight == 0 && len(e.ctrl) == 0 && len(e.fences) == 0 && !e.stopSent {
 				e.hostSeq++
 				if _, ok := e.arena.PushSubmit(&ringbuf.SubmitRecord{Op: ringbuf.OpStop, ID: e.hostSeq}); ok {
 					e.stopSent = true
@@ -183,36 +186,71 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 			e.StepHook(c.Step, int(c.Slot), c.StartNS, c.EndNS)
 		}
 	case ringbuf.KindSlotClosed:
-		if s == nil {
-			return
-		}
-		if err := e.blocks.Release(s.blocks); err != nil {
-			e.log.Error().Err(err).Str("request_id", s.req.ID).Msg("releasing KV blocks")
-		}
-		e.bySlot[s.slot] = nil
-		e.freeSlots = append(e.freeSlots, s.slot)
-		if i := slices.Index(e.running, s); i >= 0 {
-			e.running = slices.Delete(e.running, i, i+1)
-		}
-		s.slot, s.blocks, s.granted, s.computed, s.samples, s.closing = -1, nil, 0, 0, 0, false
-		if s.requeue {
-			s.requeue = false
-			s.state = Preempted
-			e.waiting = slices.Insert(e.waiting, 0, s)
+		if s != nil {
+			e.slotClosed(s)
 		}
 	case ringbuf.KindSkipped:
 	case ringbuf.KindError:
 		e.log.Error().Str("code", c.Code.String()).Uint32("detail", c.Detail).Uint32("slot", c.Slot).Uint64("step", c.Step).Msg("device error")
-		if s != nil && !s.closing {
+		if s == nil {
+			return
+		}
+		if !s.closing {
 			s.state = Failed
 			s.stream.end(FinishError, errorf("%w: %s (detail %d)", ErrDevice, c.Code, c.Detail))
 			e.countDone(true)
-			if c.Code != ringbuf.CodeSlotState && c.Code != ringbuf.CodeBadSlot {
-				e.close(s)
-			}
+		}
+		switch {
+		case c.Step == s.openID && !s.fenced:
+			// The OPEN itself failed: the device never opened the slot, so
+			// no CLOSE can be acknowledged. Free the slot once the device
+			// has consumed every record already queued for it.
+			s.closing, s.requeue, s.fenced = true, false, true
+			e.fences = append(e.fences, fence{s, e.arena.Submit.Produced()})
+		case !s.closing && c.Code != ringbuf.CodeSlotState && c.Code != ringbuf.CodeBadSlot:
+			e.close(s)
 		}
 	case ringbuf.KindStopped:
 		e.stopped = true
+	}
+}
+
+// releaseFences frees the slots of failed OPENs once the device is past
+// every record that named them.
+func (e *Engine) releaseFences() {
+	done := e.arena.Submit.Consumed()
+	kept := e.fences[:0]
+	for _, f := range e.fences {
+		if done >= f.index {
+			e.slotClosed(f.s)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	e.fences = kept
+}
+
+type fence struct {
+	s     *seq
+	index uint64
+}
+
+// slotClosed returns a closed slot and its KV blocks, and requeues a
+// preempted sequence.
+func (e *Engine) slotClosed(s *seq) {
+	if err := e.blocks.Release(s.blocks); err != nil {
+		e.log.Error().Err(err).Str("request_id", s.req.ID).Msg("releasing KV blocks")
+	}
+	e.bySlot[s.slot] = nil
+	e.freeSlots = append(e.freeSlots, s.slot)
+	if i := slices.Index(e.running, s); i >= 0 {
+		e.running = slices.Delete(e.running, i, i+1)
+	}
+	s.slot, s.blocks, s.granted, s.computed, s.samples, s.closing = -1, nil, 0, 0, 0, false
+	if s.requeue {
+		s.requeue = false
+		s.state = Preempted
+		e.waiting = slices.Insert(e.waiting, 0, s)
 	}
 }
 

@@ -217,5 +217,7 @@ type seq struct {
 	register bool // register the prompt's blocks once its prefill completes
 	endWith  Finish
 	endErr   error
-	requeue  bool // preempted: back to the queue after SLOT_CLOSED
+	requeue  bool   // preempted: back to the queue after SLOT_CLOSED
+	openID   uint64 // ID of the OPEN_SLOT record of the current slot
+	fenced   bool   // the OPEN failed; the slot is freed by a fence
 }

@@ -257,7 +257,9 @@ func (e *Engine) emit() {
 		n := ringbuf.SlotPayloadWords(len(sc.stop), len(sc.bias), len(sc.hist))
 		off, buf, _ := a.AllocStaging(n)
 		ringbuf.PutSlotPayload(buf, &sp, sc.stop, sc.bias, sc.hist)
-		e.push(&ringbuf.SubmitRecord{Op: ringbuf.OpOpenSlot, Slot: uint32(s.slot), PayloadOff: off, PayloadLen: uint32(n)})
+		rec := ringbuf.SubmitRecord{Op: ringbuf.OpOpenSlot, Slot: uint32(s.slot), PayloadOff: off, PayloadLen: uint32(n)}
+		e.push(&rec)
+		s.openID, s.fenced = rec.ID, false
 	}
 	for _, s := range sc.grows {
 		n := len(s.blocks) - s.granted

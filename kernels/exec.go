@@ -162,12 +162,23 @@ func (x *Executor) fail(id uint64, slot uint32, code ringbuf.ErrorCode, detail u
 	x.emit(&ringbuf.Completion{Kind: ringbuf.KindError, Slot: slot, Step: id, Code: code, Detail: detail})
 }
 
+// failEntry fails a step entry of an open slot: the slot is finished, so
+// its later entries are SKIPPED until the host closes it.
+func (x *Executor) failEntry(id uint64, slot uint32, code ringbuf.ErrorCode, detail uint32) {
+	x.fail(id, slot, code, detail)
+	x.slots[slot].finished = true
+}
+
 func (x *Executor) payload(r *ringbuf.SubmitRecord) ([]uint32, bool) {
 	if r.PayloadLen == 0 {
 		return nil, true
 	}
 	if uint64(r.PayloadOff)+uint64(r.PayloadLen) > uint64(x.arena.Staging.Cap()) {
-		x.fail(r.ID, r.Slot, ringbuf.CodeBadPayload, r.PayloadOff)
+		slot := r.Slot
+		if r.Op == ringbuf.OpStep {
+			slot = ringbuf.NoSlot // a STEP's Slot field counts its entries
+		}
+		x.fail(r.ID, slot, ringbuf.CodeBadPayload, r.PayloadOff)
 		return nil, false
 	}
 	return x.arena.Staging.Words(r.PayloadOff, r.PayloadLen), true
@@ -192,12 +203,15 @@ func (x *Executor) exec(r *ringbuf.SubmitRecord) (stop bool) {
 		x.open(r)
 	case ringbuf.OpGrantBlocks:
 		s := x.slotOf(r, true)
-		w, ok := x.payload(r)
-		if s == nil || !ok {
+		if s == nil {
 			return false
 		}
-		if r.GrantCount != r.PayloadLen || int(r.GrantFirst) != len(s.blocks) {
-			x.fail(r.ID, r.Slot, ringbuf.CodeBadPayload, r.GrantFirst)
+		w, ok := x.payload(r)
+		if !ok {
+			return false
+		}
+		if r.GrantCount != r.PayloadLen || int(r.GrantFirst) > len(s.blocks) {
+			x.fail(r.ID, r.Slot, ringbuf.CodeBadPayload, r.PayloadOff)
 			return false
 		}
 		for _, b := range w {
@@ -206,8 +220,14 @@ func (x *Executor) exec(r *ringbuf.SubmitRecord) (stop bool) {
 				return false
 			}
 		}
-		for _, b := range w {
-			s.blocks = append(s.blocks, int32(b))
+		// table[first+i] = id[i]: appends, or replaces granted entries (a
+		// copy-on-write of a shared prefix block).
+		for i, b := range w {
+			if j := int(r.GrantFirst) + i; j < len(s.blocks) {
+				s.blocks[j] = int32(b)
+			} else {
+				s.blocks = append(s.blocks, int32(b))
+			}
 		}
 	case ringbuf.OpStep:
 		x.step(r)
@@ -228,8 +248,11 @@ func (x *Executor) exec(r *ringbuf.SubmitRecord) (stop bool) {
 
 func (x *Executor) open(r *ringbuf.SubmitRecord) {
 	s := x.slotOf(r, false)
+	if s == nil {
+		return
+	}
 	w, ok := x.payload(r)
-	if s == nil || !ok {
+	if !ok {
 		return
 	}
 	pl, err := ringbuf.ParseSlotPayload(w)
@@ -258,7 +281,7 @@ func (x *Executor) open(r *ringbuf.SubmitRecord) {
 	var sm *sample.Sampler
 	if x.picker == nil {
 		if sm, err = sample.New(sp, x.vocab); err != nil {
-			x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, 0)
+			x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, paramWord(err, &pl, x.vocab))
 			return
 		}
 		for i, t := range pl.Hist {
@@ -269,6 +292,48 @@ func (x *Executor) open(r *ringbuf.SubmitRecord) {
 	*s = slot{open: true, pos: int(p.StartPos), promptLen: int(p.PromptLen), last: -1, blocks: s.blocks[:0], sampler: sm, seed: p.Seed,
 		maxTokens: int(p.MaxTokens), ignoreEOS: p.Flags&ringbuf.SlotIgnoreEOS != 0, logprobs: sp.Logprobs,
 		eos: toInt32(s.eos[:0], p.EOS[:p.NEOS]), stop: toInt32(s.stop[:0], pl.Stop)}
+}
+
+// paramWord is the payload word index that a sample.Params validation
+// error is about: the Detail of CodeBadParams.
+func paramWord(err error, pl *ringbuf.SlotPayload, vocab int) uint32 {
+	var pe *sample.ParamError
+	if !errors.As(err, &pe) {
+		return 0
+	}
+	switch pe.Param {
+	case "temperature":
+		return ringbuf.SPOffTemperature
+	case "top_p":
+		return ringbuf.SPOffTopP
+	case "min_p":
+		return ringbuf.SPOffMinP
+	case "top_k":
+		return ringbuf.SPOffTopK
+	case "repeat_penalty":
+		return ringbuf.SPOffRepeatPenalty
+	case "repeat_last_n":
+		return ringbuf.SPOffRepeatLastN
+	case "presence_penalty":
+		return ringbuf.SPOffPresence
+	case "frequency_penalty":
+		return ringbuf.SPOffFrequency
+	case "logit_bias":
+		// The first pair with a token outside the vocabulary or a bias out
+		// of range; the words of a pair are its token, then its bias.
+		base := uint32(ringbuf.SlotParamsWords + len(pl.Stop))
+		for i := 0; i < pl.NBias(); i++ {
+			b := pl.BiasAt(i)
+			if int64(int32(b.Token)) < 0 || int64(int32(b.Token)) >= int64(vocab) {
+				return base + 2*uint32(i)
+			}
+			if !(b.Bias >= -sample.MaxLogitBias && b.Bias <= sample.MaxLogitBias) {
+				return base + 2*uint32(i) + 1
+			}
+		}
+		return base
+	}
+	return 0
 }
 
 func toInt32(dst []int32, src []uint32) []int32 {
@@ -285,43 +350,73 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 		x.emit(&ringbuf.Completion{Kind: ringbuf.KindStepDone, Step: r.ID, StartNS: startNS, EndNS: x.now()})
 		return
 	}
+	// A payload that is not n entries, or whose totals disagree with the
+	// record's, is refused whole, before any entry runs.
 	n := int(r.Slot)
-	if n*ringbuf.StepEntryWords != len(w) {
+	var e ringbuf.StepEntry
+	valid := uint64(r.Slot)*ringbuf.StepEntryWords == uint64(len(w))
+	if valid {
+		var tokens uint64
+		var samples uint32
+		for i := 0; i < n; i++ {
+			e.Get(w[i*ringbuf.StepEntryWords:])
+			tokens += uint64(e.NTokens)
+			if e.Flags&ringbuf.EntrySample != 0 {
+				samples++
+			}
+		}
+		valid = tokens == uint64(r.StepTokens) && samples == r.StepSample
+	}
+	if !valid {
 		x.fail(r.ID, ringbuf.NoSlot, ringbuf.CodeBadPayload, r.PayloadOff)
 		x.emit(&ringbuf.Completion{Kind: ringbuf.KindStepDone, Step: r.ID, StartNS: startNS, EndNS: x.now()})
 		return
 	}
 	x.batch, x.samples, x.toks = x.batch[:0], x.samples[:0], x.toks[:0]
+	bs := blockSizeOf(x)
 	// Gather the tokens first (their backing store is reused per step).
 	spans := x.spans[:0]
-	var e ringbuf.StepEntry
 	for i := 0; i < n; i++ {
 		e.Get(w[i*ringbuf.StepEntryWords:])
-		if int(e.Slot) >= len(x.slots) || !x.slots[e.Slot].open {
-			x.fail(r.ID, e.Slot, ringbuf.CodeSlotState, uint32(ringbuf.OpStep))
+		if int(e.Slot) >= len(x.slots) {
+			x.fail(r.ID, e.Slot, ringbuf.CodeBadSlot, e.Slot)
 			continue
 		}
 		s := &x.slots[e.Slot]
+		if !s.open {
+			x.fail(r.ID, e.Slot, ringbuf.CodeSlotState, uint32(ringbuf.OpStep))
+			continue
+		}
 		if s.finished {
 			x.emit(&ringbuf.Completion{Kind: ringbuf.KindSkipped, Slot: e.Slot, Step: r.ID})
 			continue
 		}
-		lo := len(x.toks)
-		if e.TokenOff == ringbuf.TokenOffFeedback {
+		// The checks in the order LAYOUT.md gives; an entry's error fails
+		// its slot (later entries are SKIPPED until the host closes it).
+		feedback := e.TokenOff == ringbuf.TokenOffFeedback
+		var run []uint32
+		if feedback {
 			if e.NTokens != 1 || s.last < 0 {
-				x.fail(r.ID, e.Slot, ringbuf.CodeNoFeedback, e.NTokens)
+				x.failEntry(r.ID, e.Slot, ringbuf.CodeNoFeedback, e.NTokens)
 				continue
 			}
+		} else if run = x.arena.Staging.Words(e.TokenOff, e.NTokens); e.NTokens == 0 || run == nil {
+			x.failEntry(r.ID, e.Slot, ringbuf.CodeBadPayload, e.TokenOff)
+			continue
+		}
+		last := s.pos + int(e.NTokens) - 1
+		if last/bs >= len(s.blocks) {
+			x.failEntry(r.ID, e.Slot, ringbuf.CodeNoBlock, uint32(last))
+			continue
+		}
+		lo := len(x.toks)
+		if feedback {
 			x.toks = append(x.toks, s.last)
 		} else {
-			if e.NTokens == 0 || uint64(e.TokenOff)+uint64(e.NTokens) > uint64(x.arena.Staging.Cap()) {
-				x.fail(r.ID, e.Slot, ringbuf.CodeBadPayload, e.TokenOff)
-				continue
-			}
 			bad := false
-			for _, t := range x.arena.Staging.Words(e.TokenOff, e.NTokens) {
-				if int(t) >= x.vocab {
-					x.fail(r.ID, e.Slot, ringbuf.CodeBadToken, t)
+			for _, t := range run {
+				if uint64(t) >= uint64(x.vocab) {
+					x.failEntry(r.ID, e.Slot, ringbuf.CodeBadToken, t)
 					bad = true
 					break
 				}
@@ -332,19 +427,13 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 				continue
 			}
 		}
-		last := s.pos + int(e.NTokens) - 1
-		if last/blockSizeOf(x)+1 > len(s.blocks) {
-			x.toks = x.toks[:lo]
-			x.fail(r.ID, e.Slot, ringbuf.CodeNoBlock, uint32(last))
-			continue
-		}
 		spans = append(spans, span{lo, len(x.toks)})
 		ent := Entry{Slot: int(e.Slot), Pos: s.pos, Blocks: s.blocks}
 		if e.Flags&ringbuf.EntrySample != 0 {
 			x.samples = append(x.samples, len(x.batch))
 		}
 		x.batch = append(x.batch, ent)
-		if e.TokenOff != ringbuf.TokenOffFeedback && s.sampler != nil {
+		if !feedback && s.sampler != nil {
 			for i, t := range x.toks[lo:] {
 				s.sampler.Observe(t, s.promptLen > 0 && s.pos+i >= s.promptLen)
 			}
@@ -355,6 +444,7 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 		x.batch[i].Tokens = x.toks[spans[i].lo:spans[i].hi]
 	}
 	x.spans = spans
+	executed := len(x.batch)
 	if len(x.batch) > 0 {
 		if x.picker == nil {
 			for len(x.logits) < len(x.samples) {
@@ -365,11 +455,12 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 			}
 		}
 		if err := x.be.Forward(x.batch); err != nil {
+			// Nothing ran: every entry fails, and so does its slot.
 			for _, ent := range x.batch {
-				x.fail(r.ID, uint32(ent.Slot), ringbuf.CodeDevice, 0)
-				x.slots[ent.Slot].finished = true
+				x.failEntry(r.ID, uint32(ent.Slot), ringbuf.CodeDevice, 0)
 			}
 			x.samples = x.samples[:0]
+			executed = 0
 		}
 	}
 	for _, i := range x.samples {
@@ -402,7 +493,7 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 		x.emit(&ringbuf.Completion{Kind: ringbuf.KindToken, Slot: uint32(ent.Slot), Step: r.ID, Token: uint32(tok),
 			Logprob: lp, Finish: fin, Position: uint32(s.pos)})
 	}
-	x.emit(&ringbuf.Completion{Kind: ringbuf.KindStepDone, Slot: uint32(len(x.batch)), Step: r.ID, StartNS: startNS, EndNS: x.now()})
+	x.emit(&ringbuf.Completion{Kind: ringbuf.KindStepDone, Slot: uint32(executed), Step: r.ID, StartNS: startNS, EndNS: x.now()})
 }
 
 func contains(s []int32, t int32) bool {
