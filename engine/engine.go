@@ -135,7 +135,7 @@ type Engine struct {
 	ctrl      []ringbuf.SubmitRecord // CLOSE_SLOT records waiting for room
 	now       time.Time              // when the current batch of completions was drained
 	genDelta  uint64                 // tokens received since stats were last published
-	dirty     []*Stream              // streams with tokens to wake their readers for
+	dirty     []*seq                 // sequences with tokens to deliver after this drain
 	fences    []fence                // slots of failed OPENs, freed once the device is past them
 
 	closeOnce sync.Once

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"runtime"
 	"slices"
 	"time"
 
@@ -27,10 +28,7 @@ func (e *Engine) loop() {
 			e.handle(&c)
 			progress = true
 		}
-		for _, st := range e.dirty {
-			st.flush()
-		}
-		e.dirty = e.dirty[:0]
+		e.deliver()
 		if e.genDelta > 0 {
 			e.statsMu.Lock()
 			e.stats.GeneratedTokens += e.genDelta
@@ -61,6 +59,9 @@ func (e *Engine) loop() {
 		if progress {
 			continue
 		}
+		if e.inflight > 0 && e.spin() {
+			continue
+		}
 		timer.Reset(pollEvery)
 		select {
 		case <-e.dev.Doorbell():
@@ -68,6 +69,22 @@ func (e *Engine) loop() {
 		case <-timer.C:
 		}
 	}
+}
+
+// spinFor is how long the loop polls the completion ring while steps are
+// in flight before it parks: a step's answer usually comes sooner, and a
+// futex wake-up per step costs more than the poll.
+const spinFor = 30 * time.Microsecond
+
+func (e *Engine) spin() bool {
+	deadline := time.Now().Add(spinFor)
+	for time.Now().Before(deadline) {
+		if e.arena.Completion.Produced() != e.arena.Completion.Consumed() {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return false
 }
 
 func (e *Engine) shuttingDown() bool {
@@ -154,9 +171,10 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		}
 		s.generated++
 		s.tokens = append(s.tokens, int32(c.Token))
-		if s.stream.push(Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now}) {
-			e.dirty = append(e.dirty, s.stream)
+		if len(s.pending) == 0 {
+			e.dirty = append(e.dirty, s)
 		}
+		s.pending = append(s.pending, Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now})
 		e.genDelta++
 		switch c.Finish {
 		case ringbuf.FinishStop:
@@ -254,8 +272,20 @@ func (e *Engine) slotClosed(s *seq) {
 	}
 }
 
+// deliver hands the tokens collected in this drain to their streams.
+func (e *Engine) deliver() {
+	for _, s := range e.dirty {
+		if len(s.pending) > 0 {
+			s.stream.deliver(s.pending)
+			s.pending = s.pending[:0]
+		}
+	}
+	e.dirty = e.dirty[:0]
+}
+
 func (e *Engine) finish(s *seq, f Finish) {
 	s.state = Finished
+	e.deliver() // the stream's last tokens come before its end
 	s.stream.end(f, nil)
 	e.countDone(false)
 	e.close(s)

@@ -73,7 +73,6 @@ type Stream struct {
 	mu       sync.Mutex
 	buf      []Token
 	read     int
-	dirty    bool // tokens pushed since the last wake-up
 	finish   Finish
 	err      error
 	done     bool
@@ -99,25 +98,15 @@ func (s *Stream) wake() {
 	}
 }
 
-// push appends a token without waking the reader: the engine wakes each
-// stream once after draining a batch of completions (push reports whether
-// the stream needs that wake-up).
-func (s *Stream) push(t Token) (first bool) {
+// deliver appends the tokens the engine collected for this stream since
+// the last drain and wakes the reader: one lock and one wake-up per
+// stream per drained batch of completions, not per token.
+func (s *Stream) deliver(toks []Token) {
 	s.mu.Lock()
-	first = !s.dirty
-	s.dirty = true
-	s.buf = append(s.buf, t)
+	s.buf = append(s.buf, toks...)
 	if s.timeline.FirstToken.IsZero() {
-		s.timeline.FirstToken = t.Time
+		s.timeline.FirstToken = toks[0].Time
 	}
-	s.mu.Unlock()
-	return first
-}
-
-// flush wakes the reader after pushes.
-func (s *Stream) flush() {
-	s.mu.Lock()
-	s.dirty = false
 	s.mu.Unlock()
 	s.wake()
 }
@@ -217,7 +206,8 @@ type seq struct {
 	register bool // register the prompt's blocks once its prefill completes
 	endWith  Finish
 	endErr   error
-	requeue  bool   // preempted: back to the queue after SLOT_CLOSED
-	openID   uint64 // ID of the OPEN_SLOT record of the current slot
-	fenced   bool   // the OPEN failed; the slot is freed by a fence
+	requeue  bool    // preempted: back to the queue after SLOT_CLOSED
+	openID   uint64  // ID of the OPEN_SLOT record of the current slot
+	pending  []Token // tokens received in the current drain, not yet delivered
+	fenced   bool    // the OPEN failed; the slot is freed by a fence
 }
