@@ -16,13 +16,40 @@ import (
 	"ringlm/synth"
 )
 
-// benchDecode keeps batch requests decoding and measures the engine per
-// step: b.N steps after every request is past its prefill.
-func benchDecode(b *testing.B, e *Engine, batch, vocab int, readers bool) {
+// stepClock measures steps on the device's own clock (StepHook), so the
+// figure does not depend on when a test goroutine gets to look.
+type stepClock struct {
+	mu           sync.Mutex
+	steps        int
+	from         int // steps before the measured window
+	t0, t1       uint64
+	entries0     int
+	fullEntries  int // entries of a full-batch step
+	measuredFull int
+}
+
+func (c *stepClock) hook(_ uint64, entries int, _, end uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.steps++
+	if c.steps == c.from {
+		c.t0 = end
+	}
+	if c.steps > c.from && entries == c.fullEntries {
+		c.t1 = end
+		c.measuredFull = c.steps - c.from
+	}
+}
+
+// benchDecode keeps batch requests decoding for b.N steps after a warm-up
+// and reports the device-clock time per full-batch step.
+func benchDecode(b *testing.B, newEngine func(hook func(uint64, int, uint64, uint64)) *Engine, batch, vocab int, readers bool) {
+	clock := &stepClock{from: 16, fullEntries: batch}
+	e := newEngine(clock.hook)
+	defer e.Close()
 	p := sample.Defaults()
 	p.Temperature = 0
-	warm := 8
-	p.MaxTokens = b.N + warm
+	p.MaxTokens = b.N + clock.from + 8
 	var done sync.WaitGroup
 	streams := make([]*Stream, batch)
 	for i := range streams {
@@ -32,25 +59,25 @@ func benchDecode(b *testing.B, e *Engine, batch, vocab int, readers bool) {
 			b.Fatal(err)
 		}
 		streams[i] = s
-		if !readers {
-			continue // one drainer below
-		}
-		done.Add(1)
-		go func() { // a reader, as a server would have
-			defer done.Done()
-			buf := make([]Token, 0, 64)
-			for {
-				var fin bool
-				buf, fin, _ = s.Recv(context.Background(), buf[:0])
-				if fin {
-					return
-				}
-			}
-		}()
 	}
-	if !readers {
+	if readers {
+		for _, s := range streams {
+			done.Add(1)
+			go func() { // a reader per request, as a server has
+				defer done.Done()
+				buf := make([]Token, 0, 64)
+				for {
+					var fin bool
+					buf, fin, _ = s.Recv(context.Background(), buf[:0])
+					if fin {
+						return
+					}
+				}
+			}()
+		}
+	} else {
 		// One goroutine drains every stream without blocking every 200 µs:
-		// what the engine itself costs, without a wake-up per token.
+		// what the engine costs without a wake-up per token.
 		done.Add(1)
 		go func() {
 			defer done.Done()
@@ -73,31 +100,26 @@ func benchDecode(b *testing.B, e *Engine, batch, vocab int, readers bool) {
 			}
 		}()
 	}
-	// Measure from the moment every request is decoding (engine counters,
-	// not the readers, which may lag) to the moment the engine ends them.
-	for e.Stats().GeneratedTokens < uint64(batch*warm) {
-		time.Sleep(20 * time.Microsecond)
-	}
-	st0 := e.Stats()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	start := time.Now()
 	b.ResetTimer()
 	for _, s := range streams {
 		<-s.Done()
 	}
-	el := time.Since(start)
 	b.StopTimer()
 	runtime.ReadMemStats(&m1)
 	done.Wait()
-	st := e.Stats()
-	steps := float64(st.Steps - st0.Steps)
-	toks := float64(st.GeneratedTokens - st0.GeneratedTokens)
-	b.ReportMetric(el.Seconds()*1e6/steps, "µs/step")
-	b.ReportMetric(toks/el.Seconds(), "tok/s")
-	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/steps, "allocs/step")
+	clock.mu.Lock()
+	steps, ns := clock.measuredFull, float64(clock.t1-clock.t0)
+	total := clock.steps
+	clock.mu.Unlock()
+	if steps == 0 {
+		b.Fatal("no full-batch step measured")
+	}
+	b.ReportMetric(ns/1e3/float64(steps), "µs/step")
+	b.ReportMetric(float64(batch)*float64(steps)/(ns/1e9), "tok/s")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(total), "allocs/step")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("batch %d: %.0f steps, %.0f tokens in %v", batch, steps, toks, el)
 }
 
 // BenchmarkNullStep measures the scheduler and both rings alone: the null
@@ -110,9 +132,10 @@ func BenchmarkNullStep(b *testing.B) {
 				name = fmt.Sprintf("batch%d/readers", batch)
 			}
 			b.Run(name, func(b *testing.B) {
-				e := newNullEngine(b, Config{Slots: batch, NumBlocks: batch * (b.N/16 + 4), Vocab: 32000,
-					Context: b.N + 64, TokenBudget: 2 * batch})
-				benchDecode(b, e, batch, 32000, readers)
+				benchDecode(b, func(hook func(uint64, int, uint64, uint64)) *Engine {
+					return newNullEngine(b, Config{Slots: batch, NumBlocks: batch * (b.N/16 + 8), Vocab: 32000,
+						Context: b.N + 128, TokenBudget: 2 * batch, StepHook: hook})
+				}, batch, 32000, readers)
 			})
 		}
 	}
@@ -141,18 +164,19 @@ func BenchmarkCPUDecode(b *testing.B) {
 	}
 	for _, batch := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
-			blocks := batch * ((b.N+16)/16 + 2)
-			dev, err := cpu.New(m, gguf.TypeF16, blocks, 16, batch)
-			if err != nil {
-				b.Fatal(err)
-			}
-			e, err := New(Config{Slots: batch, NumBlocks: blocks, Vocab: m.Vocab, Context: m.Context,
-				Allocator: ringbuf.HeapAllocator{}}, dev)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			benchDecode(b, e, batch, m.Vocab, true)
+			blocks := batch * ((b.N+48)/16 + 2)
+			benchDecode(b, func(hook func(uint64, int, uint64, uint64)) *Engine {
+				dev, err := cpu.New(m, gguf.TypeF16, blocks, 16, batch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				e, err := New(Config{Slots: batch, NumBlocks: blocks, Vocab: m.Vocab, Context: m.Context,
+					Allocator: ringbuf.HeapAllocator{}, StepHook: hook}, dev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return e
+			}, batch, m.Vocab, true)
 		})
 	}
 }

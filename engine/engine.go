@@ -45,6 +45,10 @@ type Config struct {
 	SubmitCap, CompletionCap, StagingWords int
 	Allocator                              ringbuf.Allocator // default: mmap + mlock
 	Log                                    zerolog.Logger
+	// StepHook is called on the engine goroutine with every completed
+	// step's entry count and device timestamps (the profiler's device
+	// track). It must not block.
+	StepHook func(step uint64, entries int, startNS, endNS uint64)
 }
 
 func (c *Config) defaults() error {
@@ -143,10 +147,6 @@ type Engine struct {
 
 	statsMu sync.Mutex
 	stats   Stats
-
-	// StepHook, when set before Start, is called on the engine goroutine
-	// with every completed step's device timestamps (the profiler).
-	StepHook func(step uint64, entries int, startNS, endNS uint64)
 
 	scratch stepScratch
 }

@@ -24,9 +24,14 @@ func (e *Engine) loop() {
 	for !e.stopped {
 		progress := false
 		e.now = time.Now()
-		for e.arena.PopCompletion(&c) {
+		// Read every published completion, then release them with one store.
+		for _, rec, ok := e.arena.Completion.Next(); ok; _, rec, ok = e.arena.Completion.Next() {
+			c.Get(rec)
 			e.handle(&c)
 			progress = true
+		}
+		if progress {
+			e.arena.Completion.Done()
 		}
 		e.deliver()
 		if e.genDelta > 0 {
@@ -200,8 +205,8 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		e.stats.LastStepNS = c.EndNS - c.StartNS
 		e.stats.StepNSTotal += c.EndNS - c.StartNS
 		e.statsMu.Unlock()
-		if e.StepHook != nil {
-			e.StepHook(c.Step, int(c.Slot), c.StartNS, c.EndNS)
+		if e.cfg.StepHook != nil {
+			e.cfg.StepHook(c.Step, int(c.Slot), c.StartNS, c.EndNS)
 		}
 	case ringbuf.KindSlotClosed:
 		if s != nil {

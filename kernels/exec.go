@@ -163,6 +163,7 @@ func (x *Executor) run() error {
 		}
 		stop := x.exec(&rec)
 		x.arena.Submit.Done()
+		x.arena.Completion.Publish()
 		x.ring()
 		if stop {
 			return nil
@@ -170,9 +171,16 @@ func (x *Executor) run() error {
 	}
 }
 
-// emit publishes a completion, waiting while the host drains a full ring.
+// emit writes a completion. Records are published together at the end
+// of each submit record's execution (one release store per step, not per
+// token), or early when the ring is full and the host must drain it.
 func (x *Executor) emit(c *ringbuf.Completion) {
-	for !x.arena.PushCompletion(c) {
+	for {
+		if _, b, ok := x.arena.Completion.Reserve(); ok {
+			c.Put(b)
+			return
+		}
+		x.arena.Completion.Publish()
 		x.ring()
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -308,6 +316,11 @@ func (x *Executor) open(r *ringbuf.SubmitRecord) {
 			pos := int(p.StartPos) - len(pl.Hist) + i
 			sm.Observe(int32(t), p.PromptLen > 0 && pos >= int(p.PromptLen))
 		}
+	}
+	// Size the block table for the whole sequence once, so GRANTs never
+	// grow it step by step.
+	if need := (int(p.PromptLen)+int(p.MaxTokens))/blockSizeOf(x) + 2; cap(s.blocks) < need {
+		s.blocks = make([]int32, 0, need)
 	}
 	*s = slot{open: true, pos: int(p.StartPos), promptLen: int(p.PromptLen), last: -1, blocks: s.blocks[:0], sampler: sm, seed: p.Seed,
 		maxTokens: int(p.MaxTokens), ignoreEOS: p.Flags&ringbuf.SlotIgnoreEOS != 0, logprobs: sp.Logprobs,
