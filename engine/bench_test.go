@@ -35,7 +35,9 @@ func (c *stepClock) hook(_ uint64, entries int, _, end uint64) {
 	if c.steps == c.from {
 		c.t0 = end
 	}
-	if c.steps > c.from && entries == c.fullEntries {
+	// The window ends at the last full-batch step: the tail where requests
+	// finish one by one is not steady state.
+	if c.steps > c.from && entries >= c.fullEntries {
 		c.t1 = end
 		c.measuredFull = c.steps - c.from
 	}
