@@ -93,6 +93,7 @@ type Model struct {
 	OutNorm []float32
 	Output  Matrix // token_embd when tied
 	pool    *pool
+	scratch scratch
 }
 
 // Load builds a model from an open GGUF file, checking every tensor's

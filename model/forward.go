@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Seq is one sequence's share of a forward step: Tokens at positions
@@ -16,6 +17,27 @@ type Seq struct {
 	// output head for this sequence (a prefill chunk that is not the last).
 	Logits    []float32
 	AllLogits bool
+}
+
+// scratch holds Forward's buffers between calls, so a steady stream of
+// steps does not allocate (the devices call Forward from one goroutine;
+// the mutex keeps other callers correct).
+type scratch struct {
+	mu                                                     sync.Mutex
+	x, xn, qkv, q, k, v, att, proj, up, gate, act, h, lgts []float32
+	cos, sin                                               []float32
+	pos                                                    []int
+	rows                                                   []int
+	dsts                                                   [][]float32
+	inv                                                    []float32
+}
+
+func buf(b *[]float32, n int) []float32 {
+	if cap(*b) < n {
+		*b = make([]float32, n)
+	}
+	*b = (*b)[:n]
+	return *b
 }
 
 // Forward runs one step for a batch of sequences: it appends their keys
@@ -73,23 +95,31 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 	}
 
 	dim, qd, kvd := c.Dim, c.Heads*c.HeadDim, c.KVDim()
-	x := make([]float32, T*dim)
-	xn := make([]float32, T*dim)
+	sc := &m.scratch
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	x := buf(&sc.x, T*dim)
+	xn := buf(&sc.xn, T*dim)
 	for t, tk := range toks {
 		m.Embed.Row(int(seqs[tk.seq].Tokens[tk.pos-seqs[tk.seq].Pos]), x[t*dim:(t+1)*dim])
 	}
-	cos, sin := m.ropeTables(toks2pos(len(toks), func(i int) int { return toks[i].pos }))
+	sc.pos = sc.pos[:0]
+	for _, tk := range toks {
+		sc.pos = append(sc.pos, tk.pos)
+	}
+	half := m.RopeDim / 2
+	cos, sin := m.ropeTables(sc.pos, buf(&sc.cos, T*half), buf(&sc.sin, T*half), buf(&sc.inv, half))
 
 	qkvW := qd + 2*kvd
-	qkv := make([]float32, T*qkvW)
-	q := make([]float32, T*qd)
-	k := make([]float32, T*kvd)
-	v := make([]float32, T*kvd)
-	att := make([]float32, T*qd)
-	proj := make([]float32, T*dim)
-	up := make([]float32, T*2*c.FFN)
-	gate := make([]float32, T*c.FFN)
-	act := make([]float32, T*c.FFN)
+	qkv := buf(&sc.qkv, T*qkvW)
+	q := buf(&sc.q, T*qd)
+	k := buf(&sc.k, T*kvd)
+	v := buf(&sc.v, T*kvd)
+	att := buf(&sc.att, T*qd)
+	proj := buf(&sc.proj, T*dim)
+	up := buf(&sc.up, T*2*c.FFN)
+	gate := buf(&sc.gate, T*c.FFN)
+	act := buf(&sc.act, T*c.FFN)
 
 	for l := range m.Layers {
 		L := &m.Layers[l]
@@ -113,8 +143,9 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 			addBias(v, L.VB, T)
 		}
 		for t := 0; t < T; t++ {
-			m.rope(q[t*qd:(t+1)*qd], c.Heads, cos[t], sin[t])
-			m.rope(k[t*kvd:(t+1)*kvd], c.KVHeads, cos[t], sin[t])
+			ct, st := cos[t*half:(t+1)*half], sin[t*half:(t+1)*half]
+			m.rope(q[t*qd:(t+1)*qd], c.Heads, ct, st)
+			m.rope(k[t*kvd:(t+1)*kvd], c.KVHeads, ct, st)
 			s := &seqs[toks[t].seq]
 			kv.store(l, s.Blocks, toks[t].pos, k[t*kvd:(t+1)*kvd], v[t*kvd:(t+1)*kvd])
 		}
@@ -150,8 +181,8 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 	}
 
 	// Output head only for the tokens whose logits were asked for.
-	var rows []int
-	var dsts [][]float32
+	rows, dsts := sc.rows[:0], sc.dsts[:0]
+	defer func() { sc.rows, sc.dsts = rows[:0], clearDsts(dsts) }()
 	t := 0
 	for i := range seqs {
 		s := &seqs[i]
@@ -172,25 +203,17 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	h := make([]float32, len(rows)*dim)
+	h := buf(&sc.h, len(rows)*dim)
 	for i, r := range rows {
 		copy(h[i*dim:(i+1)*dim], x[r*dim:(r+1)*dim])
 	}
 	rmsNorm(h, h, m.OutNorm, len(rows), c.NormEps)
-	logits := make([]float32, len(rows)*c.Vocab)
+	logits := buf(&sc.lgts, len(rows)*c.Vocab)
 	m.pool.matmul(logits, &m.Output, h, len(rows))
 	for i, d := range dsts {
 		copy(d, logits[i*c.Vocab:(i+1)*c.Vocab])
 	}
 	return nil
-}
-
-func toks2pos(n int, pos func(int) int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = pos(i)
-	}
-	return out
 }
 
 // rmsNorm: dst = x / sqrt(mean(x²) + eps) * w, row by row (the mean
@@ -229,29 +252,32 @@ func addInto(x, y []float32) {
 func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
 
 // ropeTables computes cos and sin of every rotated frequency at each
-// token's position, in float32 as HF does: inv_freq = 1/base^(2i/d), then
-// divided by rope_freqs' factor where present; angle = pos·inv_freq.
-func (m *Model) ropeTables(pos []int) (cos, sin [][]float32) {
+// token's position (row t of cos/sin, RopeDim/2 wide), in float32 as HF
+// does: inv_freq = 1/base^(2i/d), divided by rope_freqs' factor where
+// present; angle = pos·inv_freq.
+func (m *Model) ropeTables(pos []int, cos, sin, inv []float32) ([]float32, []float32) {
 	half := m.RopeDim / 2
-	inv := make([]float32, half)
 	for i := range inv {
 		inv[i] = float32(1 / math.Pow(float64(m.RopeBase), float64(float32(2*i)/float32(m.RopeDim))))
 		if m.RopeFactor != nil {
 			inv[i] /= m.RopeFactor[i]
 		}
 	}
-	cos, sin = make([][]float32, len(pos)), make([][]float32, len(pos))
 	for t, p := range pos {
-		c, s := make([]float32, half), make([]float32, half)
+		c, s := cos[t*half:(t+1)*half], sin[t*half:(t+1)*half]
 		fp := float32(p) * m.RopeScale
 		for i := range inv {
 			a := fp * inv[i]
 			c[i] = float32(math.Cos(float64(a)))
 			s[i] = float32(math.Sin(float64(a)))
 		}
-		cos[t], sin[t] = c, s
 	}
 	return cos, sin
+}
+
+func clearDsts(d [][]float32) [][]float32 {
+	clear(d)
+	return d[:0]
 }
 
 // rope rotates each head of x in place: adjacent pairs for RopeNormal,
