@@ -9,7 +9,7 @@ CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code
 DEFAULT_MODEL := bin/default-tiny-llama.gguf
 PROMPT    ?= The ring buffer
 
-.PHONY: all build test vet run cuda bench fuzz clean
+.PHONY: all build test vet run cuda bench fuzz clean model e2e
 
 all: build
 
@@ -21,15 +21,28 @@ vet:
 	@out=$$(gofmt -l .); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# All tests, under the race detector.
-test: vet
+# All tests, under the race detector, then the end-to-end HTTP tests.
+test: vet e2e
 	$(GO) test -race -count=1 ./...
+
+# The tiny synthetic default model (tiny llama shape, Mistral vocabulary).
+model: build
+	@[ -f $(DEFAULT_MODEL) ] || ./$(BIN) synth --preset tiny --arch llama --type f16 --seed 1 --tokenizer testdata/tokenizer/mistral.gguf.gz -o $(DEFAULT_MODEL)
+
+# Test dependencies for node: the official openai client, pinned by
+# e2e/package-lock.json, installed into e2e/node_modules (gitignored).
+e2e/node_modules/.package-lock.json: e2e/package.json e2e/package-lock.json
+	cd e2e && npm ci --no-audit --no-fund
+
+# End to end: `ringlm serve` on a free loopback port, driven by the openai
+# npm client and curl (node --test e2e/), then stopped with SIGTERM.
+e2e: model e2e/node_modules/.package-lock.json
+	./e2e/run.sh
 
 # Builds the binary and a small synthetic default model (tiny llama shape
 # with the real Mistral vocabulary from testdata/), then generates on the CPU.
 # A synthetic model's text is meaningless: see README for a real GGUF.
-run: build
-	@[ -f $(DEFAULT_MODEL) ] || ./$(BIN) synth --preset tiny --arch llama --type f16 --seed 1 --tokenizer testdata/tokenizer/mistral.gguf.gz -o $(DEFAULT_MODEL)
+run: model
 	./$(BIN) run -m $(DEFAULT_MODEL) -p "$(PROMPT)" -n 48 --seed 42
 
 # The CUDA device library (needs nvcc; never needed by `go build`).
@@ -53,4 +66,4 @@ fuzz:
 	done
 
 clean:
-	rm -rf bin
+	rm -rf bin e2e/node_modules

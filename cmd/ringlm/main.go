@@ -21,6 +21,7 @@ var commands = map[string]command{
 	"run":      {"generate text from a prompt on the CPU, streaming it as it is sampled", runRun},
 	"tokenize": {"print the token ids and pieces of a text (or --jsonl for scripts)", runTokenize},
 	"show":     {"print a GGUF file's metadata, tensors and parameter count", runShow},
+	"serve":    {"serve the OpenAI-compatible and native HTTP API (see serve -h)", runServe},
 }
 
 func usage(w io.Writer) {

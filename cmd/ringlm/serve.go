@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+	"go.uber.org/automaxprocs/maxprocs"
+
+	"ringlm/httpapi"
+)
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return serve(ctx, args, stderr, nil)
+}
+
+// serve runs the HTTP server until ctx ends (SIGTERM or ^C), then shuts
+// down gracefully and returns nil. ready, when set, gets the bound address
+// once the listener is open (tests use port 0).
+func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
+	cfg := httpapi.DefaultConfig()
+	fs := newFlagSet("serve", "serve -m FILE [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)", stderr)
+	if err := cfg.Register(fs, os.Getenv); err != nil {
+		return usageError{err.Error()}
+	}
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if cfg.Model == "" {
+		return usagef("-m FILE (or RINGLM_MODEL) is required")
+	}
+	if err := cfg.Check(); err != nil {
+		return usageError{err.Error()}
+	}
+	if _, err := os.Stat(cfg.Model); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	// Go 1.25+ already follows cgroup CPU quotas; maxprocs keeps the same
+	// behaviour for older runtimes and logs what it decided.
+	if undo, err := maxprocs.Set(maxprocs.Logger(func(f string, a ...any) { log.Debug().Msgf(f, a...) })); err == nil {
+		defer undo()
+	}
+
+	srv := httpapi.New(cfg, log)
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	log.Info().Str("addr", addr).Msg("listening; loading the model")
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	if ready != nil {
+		ready(addr)
+	}
+
+	type loaded struct {
+		m   *httpapi.Model
+		err error
+	}
+	loadDone := make(chan loaded, 1)
+	start := time.Now()
+	go func() {
+		m, err := httpapi.Load(httpapi.LoadOptions{Config: cfg, Log: log, StepHook: srv.StepHook()})
+		loadDone <- loaded{m, err}
+	}()
+	var m *httpapi.Model
+	select {
+	case res := <-loadDone:
+		if res.err != nil {
+			shutdownNow(srv)
+			return res.err
+		}
+		m = res.m
+	case <-ctx.Done():
+		log.Info().Msg("signal while loading: stopping")
+		shutdownNow(srv)
+		if res := <-loadDone; res.m != nil {
+			res.m.Close()
+		}
+		return nil
+	case err := <-serveErr:
+		return err
+	}
+	srv.SetModel(m)
+	log.Info().Str("addr", addr).Str("model", m.Name).Dur("load", time.Since(start)).Msg("ready")
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		m.Close()
+		return err
+	}
+	log.Info().Dur("deadline", cfg.ShutdownTimeout).Int("running", srv.Active()).Msg("shutting down: no new requests")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	err = srv.Shutdown(sctx)
+	cancel()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn().Err(err).Msg("shutdown")
+	}
+	if cerr := m.Close(); cerr != nil {
+		log.Warn().Err(cerr).Msg("closing the engine")
+	}
+	log.Info().Msg("stopped")
+	return nil
+}
+
+func shutdownNow(srv *httpapi.Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = srv.Shutdown(ctx)
+}
+
+// newLogger builds the process's one logger: JSON, or a console format
+// when stderr is a terminal (or when asked).
+func newLogger(cfg httpapi.Config, w io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil || lvl == zerolog.NoLevel {
+		return zerolog.Logger{}, errors.New("--log-level must be debug, info, warn or error")
+	}
+	console := cfg.LogFormat == "console"
+	if cfg.LogFormat == "auto" {
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			console = true
+		}
+	}
+	if console {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}

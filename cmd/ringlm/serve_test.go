@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func tinyGGUF(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	if code, _, errOut := runCmd(t, "synth", "--preset", "tiny", "--arch", "llama", "-o", p); code != 0 {
+		t.Fatalf("synth: %s", errOut)
+	}
+	return p
+}
+
+// serve answers once loaded and, when its context ends (SIGTERM), lets a
+// running stream finish, refuses new work and returns nil (exit 0).
+func TestServeGracefulStop(t *testing.T) {
+	model := tinyGGUF(t)
+	// Settings come from the environment too; flags win.
+	t.Setenv("RINGLM_SLOTS", "4")
+	t.Setenv("RINGLM_PORT", "1") // overridden by --port 0
+	t.Setenv("RINGLM_KV_BLOCKS", "128")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrCh := make(chan string, 1)
+	logs := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, []string{"-m", model, "--port", "0", "--log-format", "json", "--shutdown-timeout", "20s"}, logs,
+			func(addr string) { addrCh <- addr })
+	}()
+	var base string
+	select {
+	case a := <-addrCh:
+		base = "http://" + a
+	case err := <-done:
+		t.Fatalf("serve returned early: %v\n%s", err, logs.String())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			var h struct {
+				Status string
+				Queue  struct{ Slots int }
+			}
+			json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				if h.Queue.Slots != 4 {
+					t.Errorf("RINGLM_SLOTS not applied: %+v", h)
+				}
+				break
+			}
+			if resp.StatusCode != 503 || h.Status != "loading" {
+				t.Fatalf("health while loading: %d %+v", resp.StatusCode, h)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready: %v\n%s", err, logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	resp, err := http.Post(base+"/execute", "application/json", strings.NewReader(`{"prompt":"The ring","max_tokens":40,"ignore_eos":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, _ := br.ReadString('\n'); line != "event: started\n" {
+		t.Fatalf("first line %q", line)
+	}
+	cancel() // what SIGTERM does
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "event: end\ndata: {\"finish_reason\":\"length\"}") {
+		t.Errorf("the running request did not finish:\n%s", rest)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not return")
+	}
+	for _, want := range []string{`"message":"ready"`, `"message":"shutting down: no new requests"`, `"message":"stopped"`, `"request_id"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
+	}
+	if _, err := http.Get(base + "/health"); err == nil {
+		t.Errorf("still serving after shutdown")
+	}
+}
+
+func TestServeUsage(t *testing.T) {
+	if code, _, errOut := runCmd(t, "serve"); code != 2 || !strings.Contains(errOut, "-m FILE") {
+		t.Errorf("no model: %d %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf", "--port", "99999"); code != 2 || !strings.Contains(errOut, "port") {
+		t.Errorf("bad port: %d %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf", "--kv-type", "q4"); code != 2 || !strings.Contains(errOut, "kv-type") {
+		t.Errorf("bad kv type: %d %q", code, errOut)
+	}
+	t.Setenv("RINGLM_MAX_BODY", "lots")
+	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf"); code != 2 || !strings.Contains(errOut, "RINGLM_MAX_BODY") {
+		t.Errorf("bad env: %d %q", code, errOut)
+	}
+	t.Setenv("RINGLM_MAX_BODY", "")
+	if code, _, errOut := runCmd(t, "serve", "-m", filepath.Join(t.TempDir(), "missing.gguf")); code != 1 || strings.Contains(errOut, "goroutine") {
+		t.Errorf("missing model: %d %q", code, errOut)
+	}
+	if code, out, _ := runCmd(t, "help"); code != 0 || !strings.Contains(out, "serve") {
+		t.Errorf("help does not list serve: %q", out)
+	}
+}

@@ -1,0 +1,204 @@
+package httpapi
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Config is every setting of `ringlm serve`. Each one is a flag and an
+// environment variable; Settings lists them with their defaults and docs, so
+// this file is the only place a setting is described.
+type Config struct {
+	Model     string // GGUF file
+	ModelName string // name reported by /v1/models; "" = general.name, else the file's base name
+	Host      string
+	Port      int
+	APIKey    string
+
+	ChatTemplate string // force a chat format instead of detecting it from the GGUF
+
+	Slots       int
+	TokenBudget int
+	KVBlocks    int
+	KVMemoryMiB int
+	KVType      string
+	PrefixCache bool
+
+	MaxQueue   int
+	MaxBody    int
+	MaxTokens  int
+	MaxChoices int
+
+	ReadTimeout     time.Duration
+	IdleTimeout     time.Duration
+	StallTimeout    time.Duration
+	ShutdownTimeout time.Duration
+
+	LogFormat string
+	LogLevel  string
+}
+
+// DefaultConfig returns the defaults that Settings documents.
+func DefaultConfig() Config {
+	return Config{
+		Host:            "127.0.0.1",
+		Port:            8080,
+		Slots:           64,
+		TokenBudget:     512,
+		KVMemoryMiB:     1024,
+		KVType:          "f16",
+		PrefixCache:     true,
+		MaxQueue:        256,
+		MaxBody:         4 << 20,
+		MaxTokens:       4096,
+		MaxChoices:      16,
+		ReadTimeout:     60 * time.Second,
+		IdleTimeout:     120 * time.Second,
+		StallTimeout:    60 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+		LogFormat:       "auto",
+		LogLevel:        "info",
+	}
+}
+
+// Setting is one configurable value: its flag, its environment variable and
+// what it means.
+type Setting struct {
+	Flag, Env, Usage string
+	Value            flag.Value
+}
+
+// Settings binds every field of c to its flag and environment variable.
+func (c *Config) Settings() []Setting {
+	return []Setting{
+		{"m", "RINGLM_MODEL", "GGUF model `FILE` (required)", strVal{&c.Model}},
+		{"model-name", "RINGLM_MODEL_NAME", "`NAME` reported by /v1/models and accepted in requests (default: the GGUF's general.name, else the file's base name; both are always accepted)", strVal{&c.ModelName}},
+		{"host", "RINGLM_HOST", "`ADDRESS` to listen on; 127.0.0.1 keeps the server local, 0.0.0.0 exposes it", strVal{&c.Host}},
+		{"port", "RINGLM_PORT", "TCP `PORT` (0 picks a free one and logs it)", intVal{&c.Port, 0, 65535}},
+		{"api-key", "RINGLM_API_KEY", "require 'Authorization: Bearer `KEY`' on /v1/*, /execute and /cancel (/health and /metrics stay open)", strVal{&c.APIKey}},
+		{"chat-template", "RINGLM_CHAT_TEMPLATE", "chat `FORMAT` to use instead of the GGUF's: chatml, llama3, llama2, mistral, phi3", strVal{&c.ChatTemplate}},
+		{"slots", "RINGLM_SLOTS", "`N` sequences decoded together (engine slots)", intVal{&c.Slots, 1, 4096}},
+		{"token-budget", "RINGLM_TOKEN_BUDGET", "`N` tokens per engine step, prefill and decode together", intVal{&c.TokenBudget, 1, 1 << 20}},
+		{"kv-blocks", "RINGLM_KV_BLOCKS", "`N` KV cache blocks of 16 positions (0: size from --kv-memory)", intVal{&c.KVBlocks, 0, 1 << 26}},
+		{"kv-memory", "RINGLM_KV_MEMORY", "KV cache size in `MiB` when --kv-blocks is 0 (capped at slots × context)", intVal{&c.KVMemoryMiB, 1, 1 << 24}},
+		{"kv-type", "RINGLM_KV_TYPE", "KV cache element `TYPE`: f16 or f32", strVal{&c.KVType}},
+		{"prefix-cache", "RINGLM_PREFIX_CACHE", "reuse the KV blocks of prompt prefixes seen before", boolVal{&c.PrefixCache}},
+		{"max-queue", "RINGLM_MAX_QUEUE", "`N` requests waiting for a slot before new ones get 503", intVal{&c.MaxQueue, 1, 1 << 20}},
+		{"max-body", "RINGLM_MAX_BODY", "largest request body in `BYTES` (larger ones get 413)", intVal{&c.MaxBody, 1 << 10, 1 << 30}},
+		{"max-tokens", "RINGLM_MAX_TOKENS", "largest max_tokens (`N`) a request may ask for; also the default, capped by the context", intVal{&c.MaxTokens, 1, 1 << 24}},
+		{"max-choices", "RINGLM_MAX_CHOICES", "largest n × prompts (`N`) of one request", intVal{&c.MaxChoices, 1, 1024}},
+		{"read-timeout", "RINGLM_READ_TIMEOUT", "`DURATION` to read a whole request", durVal{&c.ReadTimeout}},
+		{"idle-timeout", "RINGLM_IDLE_TIMEOUT", "keep-alive connections idle this `DURATION` are closed", durVal{&c.IdleTimeout}},
+		{"stall-timeout", "RINGLM_STALL_TIMEOUT", "a streaming client that accepts nothing for this `DURATION` is dropped and its request cancelled", durVal{&c.StallTimeout}},
+		{"shutdown-timeout", "RINGLM_SHUTDOWN_TIMEOUT", "on SIGTERM, the `DURATION` running requests may finish before they end with an error", durVal{&c.ShutdownTimeout}},
+		{"log-format", "RINGLM_LOG_FORMAT", "log `FORMAT`: auto (console on a terminal, else JSON), json, console", strVal{&c.LogFormat}},
+		{"log-level", "RINGLM_LOG_LEVEL", "log `LEVEL`: debug, info, warn, error", strVal{&c.LogLevel}},
+	}
+}
+
+// Register adds every setting to fs. A set environment variable replaces
+// the default; a flag given on the command line wins over both.
+func (c *Config) Register(fs *flag.FlagSet, getenv func(string) string) error {
+	for _, s := range c.Settings() {
+		if v := getenv(s.Env); v != "" {
+			if err := s.Value.Set(v); err != nil {
+				return fmt.Errorf("%s=%q: %w", s.Env, v, err)
+			}
+		}
+		fs.Var(s.Value, s.Flag, s.Usage+" ($"+s.Env+")")
+	}
+	return nil
+}
+
+// Check rejects settings that no flag parser can: enumerations and
+// combinations.
+func (c *Config) Check() error {
+	switch c.KVType {
+	case "f16", "f32":
+	default:
+		return fmt.Errorf("--kv-type must be f16 or f32, got %q", c.KVType)
+	}
+	switch c.LogFormat {
+	case "auto", "json", "console":
+	default:
+		return fmt.Errorf("--log-format must be auto, json or console, got %q", c.LogFormat)
+	}
+	if c.StallTimeout <= 0 || c.ShutdownTimeout < 0 || c.ReadTimeout <= 0 || c.IdleTimeout <= 0 {
+		return fmt.Errorf("timeouts must be positive")
+	}
+	return nil
+}
+
+type strVal struct{ p *string }
+
+func (v strVal) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+func (v strVal) Set(s string) error { *v.p = s; return nil }
+
+type intVal struct {
+	p        *int
+	min, max int
+}
+
+func (v intVal) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v intVal) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("not an integer")
+	}
+	if n < v.min || n > v.max {
+		return fmt.Errorf("must be in [%d, %d]", v.min, v.max)
+	}
+	*v.p = n
+	return nil
+}
+
+type boolVal struct{ p *bool }
+
+func (v boolVal) String() string {
+	if v.p == nil {
+		return "false"
+	}
+	return strconv.FormatBool(*v.p)
+}
+
+func (v boolVal) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("not a boolean")
+	}
+	*v.p = b
+	return nil
+}
+
+func (v boolVal) IsBoolFlag() bool { return true }
+
+type durVal struct{ p *time.Duration }
+
+func (v durVal) String() string {
+	if v.p == nil {
+		return "0s"
+	}
+	return v.p.String()
+}
+
+func (v durVal) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration (e.g. 30s)")
+	}
+	*v.p = d
+	return nil
+}

@@ -1,0 +1,253 @@
+package httpapi
+
+import (
+	"bufio"
+	"slices"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"ringlm/engine"
+)
+
+// execute is POST /execute: one sequence, streamed as SSE events
+// started, token…, metrics, then end or error.
+func (s *Server) execute(ctx *fasthttp.RequestCtx, r *req) { s.generate(ctx, r, kindExecute) }
+
+// execSink writes /execute's events.
+type execSink struct {
+	j   *job
+	w   *bufio.Writer
+	buf []byte
+	err error
+}
+
+func newExecSink(j *job, w *bufio.Writer) *execSink {
+	s := &execSink{j: j, w: w, buf: make([]byte, 0, 256)}
+	c := j.choices[0]
+	b := append(s.buf[:0], "event: started\ndata: {\"request_id\":"...)
+	b = appendJSONString(b, j.id)
+	b = append(b, `,"model":`...)
+	b = appendJSONString(b, j.model)
+	b = append(b, `,"prompt_tokens":`...)
+	b = appendInt(b, int64(len(j.prompts[0])))
+	b = append(b, `,"max_tokens":`...)
+	b = appendInt(b, int64(j.params.MaxTokens))
+	b = append(b, `,"seed":`...)
+	b = strconvAppendUint(b, c.seed)
+	b = append(b, "}\n\n"...)
+	s.write(b)
+	s.err = s.flush()
+	return s
+}
+
+func (s *execSink) write(b []byte) {
+	s.buf = b
+	if s.err == nil {
+		_, s.err = s.w.Write(b)
+	}
+}
+
+func (s *execSink) token(c *choice, text string, t engine.Token) error {
+	b := append(s.buf[:0], "event: token\ndata: {\"text\":"...)
+	b = appendJSONString(b, text)
+	b = append(b, `,"id":`...)
+	b = appendInt(b, int64(t.ID))
+	b = append(b, `,"pos":`...)
+	b = appendInt(b, int64(t.Pos))
+	if s.j.lp {
+		b = append(b, `,"logprob":`...)
+		b = appendFloat32(b, t.Logprob)
+	}
+	// Profiling timestamps, ns on the server's monotonic clock: when the
+	// engine received the token, and when the HTTP layer took it from the
+	// engine's stream. The difference to the client's receive time is
+	// what each side adds.
+	b = append(b, `,"t_engine_ns":`...)
+	b = appendInt(b, int64(t.Time.Sub(epoch)))
+	b = append(b, `,"t_http_ns":`...)
+	b = appendInt(b, s.j.recvNS)
+	b = append(b, "}\n\n"...)
+	s.write(b)
+	return s.err
+}
+
+func (s *execSink) done(c *choice, tail string) error {
+	if tail != "" {
+		b := append(s.buf[:0], "event: token\ndata: {\"text\":"...)
+		b = appendJSONString(b, tail)
+		b = append(b, "}\n\n"...)
+		s.write(b)
+	}
+	s.write(appendExecMetrics(append(s.buf[:0], "event: metrics\ndata: "...), c, len(s.j.prompts[0])))
+	if c.err != nil {
+		b := append(s.buf[:0], "event: error\ndata: {\"message\":"...)
+		b = appendJSONString(b, c.err.Message)
+		b = append(b, `,"code":`...)
+		b = appendNullString(b, c.err.Code)
+		b = append(b, "}\n\n"...)
+		s.write(b)
+		return s.err
+	}
+	b := append(s.buf[:0], "event: end\ndata: {\"finish_reason\":"...)
+	b = appendJSONString(b, c.finish)
+	b = append(b, "}\n\n"...)
+	s.write(b)
+	return s.err
+}
+
+func (s *execSink) flush() error {
+	if s.err != nil {
+		return s.err
+	}
+	s.err = s.w.Flush()
+	return s.err
+}
+
+// appendExecMetrics writes a finished request's timings: queue wait,
+// time to first token, inter-token gaps and the end-to-end time, all
+// measured by the engine.
+func appendExecMetrics(b []byte, c *choice, prompt int) []byte {
+	tl := c.st.Timeline()
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	b = append(b, `{"prompt_tokens":`...)
+	b = appendInt(b, int64(prompt))
+	b = append(b, `,"cached_tokens":`...)
+	b = appendInt(b, int64(tl.CachedToks))
+	b = append(b, `,"generated_tokens":`...)
+	b = appendInt(b, int64(c.tokens))
+	if !tl.Scheduled.IsZero() {
+		b = append(b, `,"queued_ms":`...)
+		b = appendFloat(b, ms(tl.Scheduled.Sub(tl.Arrival)))
+	}
+	if !tl.FirstToken.IsZero() {
+		b = append(b, `,"ttft_ms":`...)
+		b = appendFloat(b, ms(tl.FirstToken.Sub(tl.Arrival)))
+	}
+	if !tl.End.IsZero() {
+		b = append(b, `,"e2e_ms":`...)
+		b = appendFloat(b, ms(tl.End.Sub(tl.Arrival)))
+	}
+	if n := len(c.itl); n > 0 {
+		sorted := slices.Clone(c.itl)
+		slices.Sort(sorted)
+		var sum float64
+		for _, v := range sorted {
+			sum += float64(v)
+		}
+		b = append(b, `,"itl_ms_mean":`...)
+		b = appendFloat(b, round3(sum/float64(n)))
+		b = append(b, `,"itl_ms_p50":`...)
+		b = appendFloat(b, round3(float64(sorted[n/2])))
+		b = append(b, `,"itl_ms_p99":`...)
+		b = appendFloat(b, round3(float64(sorted[min(n-1, n*99/100)])))
+		b = append(b, `,"itl_ms_max":`...)
+		b = appendFloat(b, round3(float64(sorted[n-1])))
+		if sum > 0 {
+			b = append(b, `,"decode_tokens_per_s":`...)
+			b = appendFloat(b, round3(float64(n)/(sum/1e3)))
+		}
+	}
+	b = append(b, `,"preemptions":`...)
+	b = appendInt(b, int64(tl.Preempted))
+	return append(b, "}\n\n"...)
+}
+
+func round3(v float64) float64 { return float64(int64(v*1e3+0.5)) / 1e3 }
+
+// cancelRequest is POST /cancel with {"request_id": "..."} (or
+// ?request_id=): it ends that request's generation, which then finishes
+// with finish_reason "cancelled".
+func (s *Server) cancelRequest(ctx *fasthttp.RequestCtx, r *req) {
+	id := string(ctx.QueryArgs().Peek("request_id"))
+	if id == "" {
+		var body struct {
+			RequestID string `json:"request_id"`
+		}
+		if err := parseBody(ctx.PostBody(), &body); err != nil {
+			writeError(ctx, err)
+			return
+		}
+		id = body.RequestID
+	}
+	if id == "" {
+		writeError(ctx, badRequest("request_id", "request_id is required"))
+		return
+	}
+	s.mu.Lock()
+	fls := slices.Clone(s.flights[id])
+	s.mu.Unlock()
+	if len(fls) == 0 {
+		writeError(ctx, &apiError{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Param: "request_id",
+			Code: "request_not_found", Message: "no running request has id " + quote(id)})
+		return
+	}
+	for _, fl := range fls {
+		fl.cancelled.Store(true)
+		for _, c := range fl.j.choices {
+			c.st.Cancel()
+		}
+	}
+	r.log.Info().Str("cancelled", id).Msg("request cancelled by /cancel")
+	b := append([]byte(`{"request_id":`), appendJSONString(nil, id)...)
+	b = append(b, `,"cancelled":true}`...)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// health is GET /health: 503 while loading or shutting down, 200 with
+// the device, the model, KV usage and the queue when ready.
+func (s *Server) health(ctx *fasthttp.RequestCtx, r *req) {
+	m := s.model.Load()
+	ctx.SetContentType("application/json")
+	switch {
+	case s.draining.Load():
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"status":"shutting_down"}`)
+		return
+	case m == nil:
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"status":"loading"}`)
+		return
+	}
+	st := m.Engine.Stats()
+	cfg := m.Engine.Config()
+	total := st.Blocks.Free + st.Blocks.Used + st.Blocks.Idle
+	h := struct {
+		Status string `json:"status"`
+		Device string `json:"device"`
+		Model  string `json:"model"`
+		KV     struct {
+			BlocksTotal  int     `json:"blocks_total"`
+			BlocksUsed   int     `json:"blocks_used"`
+			BlocksFree   int     `json:"blocks_free"`
+			BlocksCached int     `json:"blocks_cached"`
+			BlockSize    int     `json:"block_size"`
+			Usage        float64 `json:"usage"`
+		} `json:"kv"`
+		Queue struct {
+			Running int `json:"running"`
+			Waiting int `json:"waiting"`
+			Slots   int `json:"slots"`
+			Max     int `json:"max_waiting"`
+		} `json:"queue"`
+		Context int `json:"context_length"`
+	}{Status: "ok", Device: m.Engine.DeviceName(), Model: m.Name, Context: m.Context}
+	h.KV.BlocksTotal, h.KV.BlocksUsed, h.KV.BlocksFree, h.KV.BlocksCached = total, st.Blocks.Used, st.Blocks.Free, st.Blocks.Idle
+	h.KV.BlockSize = cfg.BlockSize
+	if total > 0 {
+		h.KV.Usage = round3(float64(st.Blocks.Used) / float64(total))
+	}
+	h.Queue.Running, h.Queue.Waiting, h.Queue.Slots, h.Queue.Max = st.Running, st.Waiting, cfg.Slots, cfg.MaxQueue
+	b, err := marshal(h)
+	if err != nil {
+		writeError(ctx, internalError(err))
+		return
+	}
+	ctx.SetBody(b)
+}
+
+func (s *Server) metricsPage(ctx *fasthttp.RequestCtx, r *req) {
+	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
+	ctx.SetBody(s.exposition(make([]byte, 0, 16<<10)))
+}
