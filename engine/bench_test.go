@@ -26,20 +26,21 @@ type stepClock struct {
 	entries0     int
 	fullEntries  int // entries of a full-batch step
 	measuredFull int
+	base         int // the step at t0
 }
 
 func (c *stepClock) hook(_ uint64, entries int, _, end uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.steps++
-	if c.steps == c.from {
-		c.t0 = end
-	}
-	// The window ends at the last full-batch step: the tail where requests
-	// finish one by one is not steady state.
-	if c.steps > c.from && entries >= c.fullEntries {
-		c.t1 = end
-		c.measuredFull = c.steps - c.from
+	switch {
+	case c.steps < c.from:
+	case c.t0 == 0:
+		c.t0, c.base = end, c.steps
+	case entries >= c.fullEntries:
+		// The window ends at the last full-batch step: the tail where
+		// requests finish one by one is not steady state.
+		c.t1, c.measuredFull = end, c.steps-c.base
 	}
 }
 
@@ -114,6 +115,8 @@ func benchDecode(b *testing.B, newEngine func(hook func(uint64, int, uint64, uin
 		}
 		time.Sleep(50 * time.Microsecond)
 	}
+	// Collect the set-up garbage now rather than during the rest of the run.
+	runtime.GC()
 	clock.mu.Lock()
 	steps0 := clock.steps
 	clock.mu.Unlock()
