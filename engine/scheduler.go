@@ -134,12 +134,14 @@ func (e *Engine) cancelSeq(s *seq, f Finish, err error) {
 		s.requeue = false
 		s.state = Cancelled
 		s.stream.end(f, err)
+		e.countDone(false)
 		e.close(s)
 	case s.slot >= 0 && s.requeue:
 		// Preempted and closing: it must not come back.
 		s.requeue = false
 		s.state = Cancelled
 		s.stream.end(f, err)
+		e.countDone(false)
 	}
 }
 
