@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,9 +14,7 @@ import (
 
 	"ringlm/chat"
 	"ringlm/engine"
-	"ringlm/gguf"
-	"ringlm/kernels/cpu"
-	"ringlm/model"
+	"ringlm/httpapi"
 	"ringlm/sample"
 	"ringlm/tokenizer"
 )
@@ -55,8 +52,7 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	if *n < 0 {
 		return usagef("-n must be >= 0")
 	}
-	kvt, ok := gguf.ParseType(*kvType)
-	if !ok || (kvt != gguf.TypeF32 && kvt != gguf.TypeF16) {
+	if *kvType != "f16" && *kvType != "f32" {
 		return usagef("--kv-type must be f32 or f16")
 	}
 	if *prompt == "" {
@@ -68,41 +64,26 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	}
 
 	start := time.Now()
-	f, err := gguf.Open(*modelPath)
+	// The same wiring as the server (model, tokenizer, chat template, CPU
+	// device, engine), with one slot.
+	lm, err := httpapi.Load(httpapi.LoadOptions{Config: httpapi.Config{Model: *modelPath, ChatTemplate: *template,
+		Slots: 1, KVType: *kvType, KVMemoryMiB: runKVMemoryMiB, MaxQueue: 1}, Log: zerolog.Nop()})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	m, err := model.Load(f)
-	if err != nil {
-		return err
-	}
-	v, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		return err
-	}
-	tok, err := tokenizer.New(v)
-	if err != nil {
-		return err
-	}
+	defer lm.Close()
+	tok := lm.Tokenizer
 	text := *prompt
 	if *useChat {
-		var t chat.Template
-		if *template != "" {
-			fm, err := chat.ParseFormat(*template)
-			if err != nil {
-				return err
-			}
-			t = chat.Template{Format: fm}
-		} else if t, err = chat.Detect(v.ChatTemplate); err != nil {
-			return err
+		if lm.Chat == nil {
+			return lm.ChatErr
 		}
 		var msgs []chat.Message
 		if *system != "" {
 			msgs = append(msgs, chat.Message{Role: "system", Content: *system})
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: text})
-		if text, err = t.Render(msgs, true); err != nil {
+		if text, err = lm.Chat.Render(msgs, true); err != nil {
 			return err
 		}
 	}
@@ -110,8 +91,8 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	if len(ids) == 0 {
 		return errors.New("the prompt is empty")
 	}
-	if len(ids)+*n > m.Context {
-		return fmt.Errorf("prompt of %d tokens + %d to generate exceeds the model's context of %d", len(ids), *n, m.Context)
+	if len(ids)+*n > lm.Context {
+		return fmt.Errorf("prompt of %d tokens + %d to generate exceeds the model's context of %d", len(ids), *n, lm.Context)
 	}
 	if *seed < 0 {
 		*seed = time.Now().UnixNano() & (1<<53 - 1)
@@ -119,25 +100,13 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	sp := sample.Defaults()
 	sp.Temperature, sp.TopK, sp.TopP, sp.MinP = float32(*temp), *topK, float32(*topP), float32(*minP)
 	sp.RepeatPenalty, sp.Seed, sp.MaxTokens = float32(*repeat), uint64(*seed), *n
-	if err := sp.Validate(m.Vocab); err != nil {
+	if err := sp.Validate(tok.Len()); err != nil {
 		return err
 	}
 	if *n == 0 {
 		return nil
 	}
-	// Generation goes through the engine and the CPU device's rings, the
-	// same path the server uses.
-	blocks := (len(ids)+*n+model.DefaultBlockSize-1)/model.DefaultBlockSize + 1
-	dev, err := cpu.New(m, kvt, blocks, model.DefaultBlockSize, 1)
-	if err != nil {
-		return err
-	}
-	eng, err := engine.New(engine.Config{Slots: 1, NumBlocks: blocks, Context: m.Context, Vocab: m.Vocab,
-		EOS: eogTokens(v), Log: zerolog.Nop()}, dev)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
+	eng := lm.Engine
 	loadTime := time.Since(start)
 
 	out := bufio.NewWriter(stdout)
@@ -190,15 +159,8 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// eogTokens are the ids that end generation: EOS and EOT.
-func eogTokens(v *tokenizer.Vocab) []int32 {
-	var ids []int32
-	for _, id := range []int32{v.EOS, v.EOT} {
-		if id >= 0 && !slices.Contains(ids, id) {
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}
+// runKVMemoryMiB bounds the KV cache of `ringlm run` (one sequence; the
+// pool is also capped at one full context).
+const runKVMemoryMiB = 1024
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
