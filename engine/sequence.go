@@ -73,6 +73,7 @@ type Stream struct {
 	mu       sync.Mutex
 	buf      []Token
 	read     int
+	waiting  bool // a reader is blocked in Recv
 	finish   Finish
 	err      error
 	done     bool
@@ -107,8 +108,14 @@ func (s *Stream) deliver(toks []Token) {
 	if s.timeline.FirstToken.IsZero() {
 		s.timeline.FirstToken = toks[0].Time
 	}
+	// Only a reader blocked in Recv needs the wake-up; one that is busy
+	// finds the tokens when it next looks.
+	w := s.waiting
+	s.waiting = false
 	s.mu.Unlock()
-	s.wake()
+	if w {
+		s.wake()
+	}
 }
 
 func (s *Stream) end(f Finish, err error) {
@@ -145,6 +152,11 @@ func (s *Stream) Recv(ctx context.Context, dst []Token) (toks []Token, done bool
 			s.mu.Unlock()
 			return dst, true, nil
 		}
+		if err := ctx.Err(); err != nil {
+			s.mu.Unlock()
+			return dst, false, err
+		}
+		s.waiting = true
 		s.mu.Unlock()
 		select {
 		case <-s.notify:
