@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"unsafe"
 
 	"ringlm/gguf"
 )
@@ -81,9 +82,8 @@ func (p *KVPool) load(layer, kv int, table []int32, pos int, buf []float32) []fl
 		return p.f32[2*layer+kv][o : o+p.KVDim]
 	}
 	src := p.f16[2*layer+kv][o : o+p.KVDim]
-	for i, h := range src {
-		buf[i] = gguf.F16ToF32(h)
-	}
+	// The same conversion as F16 weight rows (bit-identical to the table).
+	rowF16(buf[:p.KVDim], unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(src))), 2*len(src)))
 	return buf
 }
 
