@@ -47,6 +47,7 @@ type Executor struct {
 	picker    Picker
 	slots     []slot
 	numBlocks int
+	blockSize int
 	vocab     int
 
 	notify   chan struct{} // host -> device: submit records were published
@@ -88,6 +89,10 @@ func NewExecutor(a *ringbuf.Arena, be Backend, slots, numBlocks int) *Executor {
 	x := &Executor{arena: a, be: be, slots: make([]slot, slots), numBlocks: numBlocks, vocab: be.Vocab(),
 		notify: make(chan struct{}, 1), doorbell: make(chan struct{}, 1), done: make(chan struct{})}
 	x.picker, _ = be.(Picker)
+	x.blockSize = 16
+	if b, ok := be.(BlockSizer); ok {
+		x.blockSize = b.BlockSize()
+	}
 	return x
 }
 
@@ -319,7 +324,7 @@ func (x *Executor) open(r *ringbuf.SubmitRecord) {
 	}
 	// Size the block table for the whole sequence once, so GRANTs never
 	// grow it step by step.
-	if need := (int(p.PromptLen)+int(p.MaxTokens))/blockSizeOf(x) + 2; cap(s.blocks) < need {
+	if need := (int(p.PromptLen)+int(p.MaxTokens))/x.blockSize + 2; cap(s.blocks) < need {
 		s.blocks = make([]int32, 0, need)
 	}
 	*s = slot{open: true, pos: int(p.StartPos), promptLen: int(p.PromptLen), last: -1, blocks: s.blocks[:0], sampler: sm, seed: p.Seed,
@@ -406,7 +411,7 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 		return
 	}
 	x.batch, x.samples, x.toks = x.batch[:0], x.samples[:0], x.toks[:0]
-	bs := blockSizeOf(x)
+	bs := x.blockSize
 	// Gather the tokens first (their backing store is reused per step).
 	spans := x.spans[:0]
 	for i := 0; i < n; i++ {
@@ -541,13 +546,6 @@ func contains(s []int32, t int32) bool {
 // BlockSizer is implemented by backends whose KV block size is not the
 // default.
 type BlockSizer interface{ BlockSize() int }
-
-func blockSizeOf(x *Executor) int {
-	if b, ok := x.be.(BlockSizer); ok {
-		return b.BlockSize()
-	}
-	return 16
-}
 
 func (x *Executor) now() uint64 { return uint64(time.Since(x.start).Nanoseconds()) }
 

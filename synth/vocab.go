@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"ringlm/gguf"
+	"ringlm/tokenizer"
 )
 
 // builtinCorpus trains the built-in vocabulary: a few hundred merges is
@@ -65,27 +66,12 @@ func trainBuiltinVocab() []gguf.KV {
 	}
 }
 
-// byteRunes is GPT-2's byte-to-rune map: printable bytes stand for
-// themselves, the rest move to U+0100 upwards so every token is text.
-var byteRunes = func() (m [256]rune) {
-	n := 0
-	for b := 0; b < 256; b++ {
-		if ('!' <= b && b <= '~') || (0xA1 <= b && b <= 0xAC) || (0xAE <= b && b <= 0xFF) {
-			m[b] = rune(b)
-		} else {
-			m[b] = rune(256 + n)
-			n++
-		}
-	}
-	return
-}()
-
 // trainBPE learns n merges over the corpus split into words the way the
 // gpt2 pre-tokenizer splits (an optional space, then letters, digits or
 // other symbols), most frequent pair first, ties broken by the pair's text.
 func trainBPE(corpus string, n int) (tokens, merges []string) {
 	for b := 0; b < 256; b++ {
-		tokens = append(tokens, string(byteRunes[b]))
+		tokens = append(tokens, string(tokenizer.ByteRune(byte(b))))
 	}
 	counts := map[string]int{}
 	for _, w := range splitWords(corpus) {
@@ -104,7 +90,7 @@ func trainBPE(corpus string, n int) (tokens, merges []string) {
 	for _, k := range keys {
 		var parts []string
 		for _, b := range []byte(k) {
-			parts = append(parts, string(byteRunes[b]))
+			parts = append(parts, string(tokenizer.ByteRune(byte(b))))
 		}
 		words = append(words, word{parts, counts[k]})
 	}

@@ -33,6 +33,10 @@ func init() {
 	}
 }
 
+// ByteRune is the rune that stands for byte b in byte-level (GPT-2 style)
+// vocabularies: what a tool writing such a vocabulary must use.
+func ByteRune(b byte) rune { return byteToRune[b] }
+
 // appendByteLevelDecoded appends the bytes that a byte-level token text
 // stands for, and reports false (appending nothing) when the text holds a
 // rune outside the alphabet, as added tokens may.

@@ -229,15 +229,7 @@ func scanCL100k(s string, i int, maxDigits int) int {
 	}
 	// \p{N}{1,3}
 	if c0&cN != 0 {
-		j := i + n0
-		for k := 1; k < maxDigits && j < len(s); k++ {
-			c, n := classAt(s, j)
-			if c&cN == 0 {
-				break
-			}
-			j += n
-		}
-		return j
+		return digitRun(s, i+n0, maxDigits)
 	}
 	// ?[^\s\p{L}\p{N}]+[\r\n]*
 	if j := otherRun(s, i, c0, n0); j > i {
@@ -302,15 +294,7 @@ func scanO200k(s string, i int) int {
 		return e + contraction(s, e, true)
 	}
 	if c0&cN != 0 {
-		j := i + n0
-		for k := 1; k < 3 && j < len(s); k++ {
-			c, n := classAt(s, j)
-			if c&cN == 0 {
-				break
-			}
-			j += n
-		}
-		return j
+		return digitRun(s, i+n0, 3)
 	}
 	if j := otherRun(s, i, c0, n0); j > i {
 		for j < len(s) && (s[j] == '\r' || s[j] == '\n' || s[j] == '/') {
@@ -358,4 +342,17 @@ func upperThenLower(s string, j int) int {
 		return 0
 	}
 	return runOf(s, k, cLower)
+}
+
+// digitRun extends a run of \p{N} that started with one digit ending at j
+// to at most limit digits, and returns where it ends.
+func digitRun(s string, j, limit int) int {
+	for k := 1; k < limit && j < len(s); k++ {
+		c, n := classAt(s, j)
+		if c&cN == 0 {
+			break
+		}
+		j += n
+	}
+	return j
 }
