@@ -142,6 +142,9 @@ type Engine struct {
 	dirty     []*seq                 // sequences with tokens to deliver after this drain
 	fences    []fence                // slots of failed OPENs, freed once the device is past them
 
+	closingSeen            bool // Close was called (as of the last takeInbox)
+	pubRunning, pubWaiting int  // queue lengths last copied into stats
+
 	closeOnce sync.Once
 	closeErr  error
 

@@ -47,7 +47,7 @@ func (e *Engine) loop() {
 		if len(e.fences) > 0 {
 			e.releaseFences()
 		}
-		if e.shuttingDown() {
+		if e.closingSeen {
 			if len(e.running) == 0 && e.inflight == 0 && len(e.ctrl) == 0 && len(e.fences) == 0 && !e.stopSent {
 				e.hostSeq++
 				if _, ok := e.arena.PushSubmit(&ringbuf.SubmitRecord{Op: ringbuf.OpStop, ID: e.hostSeq}); ok {
@@ -92,18 +92,13 @@ func (e *Engine) spin() bool {
 	return false
 }
 
-func (e *Engine) shuttingDown() bool {
-	e.inMu.Lock()
-	defer e.inMu.Unlock()
-	return e.closing
-}
-
 // takeInbox moves new requests to the queue and applies cancellations.
 func (e *Engine) takeInbox() bool {
 	e.inMu.Lock()
 	in, cancels, closing := e.inbox, e.cancels, e.closing
 	e.inbox, e.cancels = nil, nil
 	e.inMu.Unlock()
+	e.closingSeen = closing
 	for _, s := range in {
 		e.waiting = append(e.waiting, s)
 	}
@@ -307,8 +302,14 @@ func (e *Engine) countDone(failed bool) {
 	e.statsMu.Unlock()
 }
 
+// publishStats copies the queue lengths for Stats, only when they changed.
 func (e *Engine) publishStats() {
+	r, w := len(e.running), len(e.waiting)
+	if r == e.pubRunning && w == e.pubWaiting {
+		return
+	}
+	e.pubRunning, e.pubWaiting = r, w
 	e.statsMu.Lock()
-	e.stats.Running, e.stats.Waiting = len(e.running), len(e.waiting)
+	e.stats.Running, e.stats.Waiting = r, w
 	e.statsMu.Unlock()
 }
