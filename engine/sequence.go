@@ -196,30 +196,31 @@ func (s *Stream) StopWith() {
 // seq is the scheduler's state for one request. Only the engine loop
 // touches it.
 type seq struct {
-	req    Request
-	stream *Stream
-	state  State
-
-	tokens    []int32 // prompt + generated: what a recompute re-feeds
-	nPrompt   int     // original prompt length
+	// The fields every token touches come first, so handling a TOKEN
+	// reads one or two cache lines of the sequence, not four.
+	stream    *Stream
+	closing   bool // CLOSE_SLOT submitted, waiting for SLOT_CLOSED
+	fenced    bool // the OPEN failed; the slot is freed by a fence
+	register  bool // register the prompt's blocks once its prefill completes
+	requeue   bool // preempted: back to the queue after SLOT_CLOSED
+	state     State
 	generated int     // tokens received
 	maxTokens int     // tokens to generate in all
-
-	slot     int     // device slot, -1 when none
-	blocks   []int32 // block table
-	granted  int     // blocks granted to the device
-	computed int     // positions submitted to the device
+	tokens    []int32 // prompt + generated: what a recompute re-feeds
+	pending   []Token // tokens received in the current drain, not yet delivered
+	slot      int     // device slot, -1 when none
+	computed  int     // positions submitted to the device
 	// samples counts submitted entries that sample; when it reaches
 	// maxTokens-generatedAtOpen no more entries are scheduled.
-	samples  int
-	openGen  int  // generated when the slot was opened
-	closing  bool // CLOSE_SLOT submitted, waiting for SLOT_CLOSED
-	cached   int  // prompt tokens reused from the prefix cache
-	register bool // register the prompt's blocks once its prefill completes
-	endWith  Finish
-	endErr   error
-	requeue  bool    // preempted: back to the queue after SLOT_CLOSED
-	openID   uint64  // ID of the OPEN_SLOT record of the current slot
-	pending  []Token // tokens received in the current drain, not yet delivered
-	fenced   bool    // the OPEN failed; the slot is freed by a fence
+	samples int
+	openGen int     // generated when the slot was opened
+	blocks  []int32 // block table
+	granted int     // blocks granted to the device
+
+	nPrompt int // original prompt length
+	cached  int // prompt tokens reused from the prefix cache
+	endWith Finish
+	endErr  error
+	openID  uint64 // ID of the OPEN_SLOT record of the current slot
+	req     Request
 }
