@@ -139,6 +139,10 @@ func TestRingHeaderCompiles(t *testing.T) {
 		{Kind: ringbuf.KindSlotClosed, Slot: 4, Step: 80},
 		{Kind: ringbuf.KindStopped, Step: 81},
 		{Kind: ringbuf.KindSkipped, Slot: 9, Step: 79},
+		{Kind: ringbuf.KindTopLogprobs, Slot: 3, Step: 77, Top: [ringbuf.TopPerRecord]ringbuf.TopLogprob{
+			{Token: 151643, Logprob: -0.6931472}, {Token: 17, Logprob: -3.25}}},
+		{Kind: ringbuf.KindTopLogprobs, Slot: 3, Step: 77, Top: [ringbuf.TopPerRecord]ringbuf.TopLogprob{
+			{Token: 5, Logprob: -7.5}, {Token: ringbuf.TopNone}}},
 	} {
 		c.Put(rec)
 		in.WriteByte('C')
@@ -151,6 +155,8 @@ func TestRingHeaderCompiles(t *testing.T) {
 			line += fmt.Sprintf(" %d %d", c.StartNS, c.EndNS)
 		case ringbuf.KindError:
 			line += fmt.Sprintf(" %d %d", c.Code, c.Detail)
+		case ringbuf.KindTopLogprobs:
+			line += fmt.Sprintf(" %d %.9g %d %.9g", c.Top[0].Token, float64(c.Top[0].Logprob), c.Top[1].Token, float64(c.Top[1].Logprob))
 		}
 		want = append(want, line)
 	}
@@ -170,7 +176,7 @@ func TestRingHeaderCompiles(t *testing.T) {
 
 	p := ringbuf.SlotParams{Temperature: 0.7, TopP: 0.95, MinP: 0.05, TopK: 40, RepeatPenalty: 1.1, RepeatLastN: -1,
 		Presence: 0.5, Frequency: -0.25, Seed: 0xDEADBEEF_01234567, MaxTokens: 256, StartPos: 48,
-		Flags: ringbuf.SlotLogprobs, NEOS: 3, EOS: [ringbuf.MaxEOS]uint32{128001, 128008, 128009}}
+		Flags: ringbuf.SlotLogprobs, NEOS: 3, EOS: [ringbuf.MaxEOS]uint32{128001, 128008, 128009}, PromptLen: 40, NTop: 17}
 	ringbuf.PutSlotPayload(words, &p, nil, nil, nil)
 	in.WriteByte('P')
 	in.Write(wordBytes(words))
@@ -180,6 +186,7 @@ func TestRingHeaderCompiles(t *testing.T) {
 	for _, id := range p.EOS {
 		line += fmt.Sprintf(" %d", id)
 	}
+	line += fmt.Sprintf(" %d %d", p.PromptLen, p.NTop)
 	want = append(want, line)
 
 	cmd := exec.Command(bin)

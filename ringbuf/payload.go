@@ -57,7 +57,7 @@ func (e *StepEntry) Get(w []uint32) {
 
 // OPEN_SLOT payload: a fixed block of SlotParamsWords words (SPOff* are
 // word offsets), then n_stop stop-token ids, then n_bias (token id, bias as
-// f32 bits) pairs, then n_hist history tokens. Words 26..31 of the block are
+// f32 bits) pairs, then n_hist history tokens. Words 27..31 of the block are
 // reserved and zero.
 const (
 	SlotParamsWords = 32
@@ -82,6 +82,10 @@ const (
 	SPOffNEOS          = 16 // u32 EOS ids in use (<= MaxEOS)
 	SPOffEOS           = 17 // u32[MaxEOS] EOS token ids
 	SPOffPromptLen     = 25 // u32 prompt length: fed or history tokens at positions >= it are generated ones (a recompute after preemption), which the presence and frequency penalties count
+	SPOffNTop          = 26 // u32 n_top: alternatives per TOKEN, sent as TOP_LOGPROBS records (0..MaxTop; > 0 needs SlotLogprobs)
+
+	// MaxTop is the largest n_top (sample.MaxTopLogprobs).
+	MaxTop = 20
 
 	// SlotLogprobs: fill TOKEN logprobs.
 	SlotLogprobs = 1 << 0
@@ -114,6 +118,7 @@ type SlotParams struct {
 	NEOS          uint32
 	EOS           [MaxEOS]uint32
 	PromptLen     uint32
+	NTop          uint32 // alternatives per token (TOP_LOGPROBS records); needs SlotLogprobs
 }
 
 // TokenBias is one logit bias.
@@ -154,6 +159,7 @@ func PutSlotPayload(w []uint32, p *SlotParams, stop []uint32, bias []TokenBias, 
 	b[SPOffNEOS] = p.NEOS
 	copy(b[SPOffEOS:SPOffEOS+MaxEOS], p.EOS[:])
 	b[SPOffPromptLen] = p.PromptLen
+	b[SPOffNTop] = p.NTop
 	o := SlotParamsWords
 	o += copy(w[o:], stop)
 	for _, tb := range bias {
@@ -194,7 +200,7 @@ func (e *PayloadError) Error() string {
 }
 
 // ParseSlotPayload decodes and checks the structure of an OPEN_SLOT
-// payload (counts, length, reserved words, flags); the values of the
+// payload (counts, length, reserved words, flags, n_top); the values of the
 // sampling fields are the sample package's business. It does not allocate
 // unless it fails.
 func ParseSlotPayload(w []uint32) (SlotPayload, error) {
@@ -202,7 +208,7 @@ func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 		return SlotPayload{}, &PayloadError{Word: len(w), Reason: "shorter than the " + strconv.Itoa(SlotParamsWords) + "-word parameter block"}
 	}
 	b := w[:SlotParamsWords]
-	for i := SPOffPromptLen + 1; i < SlotParamsWords; i++ {
+	for i := SPOffNTop + 1; i < SlotParamsWords; i++ {
 		if b[i] != 0 {
 			return SlotPayload{}, &PayloadError{Word: i, Reason: "reserved word is not zero"}
 		}
@@ -212,6 +218,12 @@ func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 	}
 	if b[SPOffFlags]&^SlotFlagsKnown != 0 {
 		return SlotPayload{}, &PayloadError{Word: SPOffFlags, Reason: "unknown flag bits"}
+	}
+	if b[SPOffNTop] > MaxTop {
+		return SlotPayload{}, &PayloadError{Word: SPOffNTop, Reason: "more than " + strconv.Itoa(MaxTop) + " alternatives (n_top)"}
+	}
+	if b[SPOffNTop] > 0 && b[SPOffFlags]&SlotLogprobs == 0 {
+		return SlotPayload{}, &PayloadError{Word: SPOffNTop, Reason: "n_top > 0 without the logprobs flag"}
 	}
 	nStop, nBias, nHist := uint64(b[SPOffNStop]), uint64(b[SPOffNBias]), uint64(b[SPOffNHist])
 	if want := SlotParamsWords + nStop + 2*nBias + nHist; want != uint64(len(w)) {
@@ -233,6 +245,7 @@ func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 		Flags:         b[SPOffFlags],
 		NEOS:          b[SPOffNEOS],
 		PromptLen:     b[SPOffPromptLen],
+		NTop:          b[SPOffNTop],
 	}}
 	copy(p.Params.EOS[:], b[SPOffEOS:SPOffEOS+MaxEOS])
 	o := uint64(SlotParamsWords)

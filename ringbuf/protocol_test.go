@@ -23,6 +23,11 @@ func fakeNext(seed uint64, pos, tok, vocab uint32) uint32 {
 
 func fakeLogprob(tok uint32) float32 { return -float32(tok%7) / 8 }
 
+// fakeTop is the i-th alternative the fake device reports after token tok.
+func fakeTop(tok uint32, i, vocab uint32) TopLogprob {
+	return TopLogprob{Token: (tok + i) % vocab, Logprob: fakeLogprob(tok) - float32(i)}
+}
+
 type devSlot struct {
 	open, finished bool
 	pos            uint32 // next position to fill
@@ -231,6 +236,17 @@ func (d *fakeDevice) entry(step uint64, e *StepEntry) bool {
 	}
 	s.finished = c.Finish != FinishNone
 	d.emit(c)
+	// The alternatives follow their TOKEN at once, two per record.
+	for i := uint32(0); i < s.p.NTop; i += TopPerRecord {
+		tc := Completion{Kind: KindTopLogprobs, Slot: e.Slot, Step: step}
+		for j := range uint32(TopPerRecord) {
+			tc.Top[j] = TopLogprob{Token: TopNone}
+			if i+j < s.p.NTop {
+				tc.Top[j] = fakeTop(t, i+j, d.vocab)
+			}
+		}
+		d.emit(tc)
+	}
 	return true
 }
 
@@ -274,6 +290,10 @@ type host struct {
 	bo          Backoff
 	stats       map[Kind]int
 	fullSubmits int
+	// The TOKEN whose TOP_LOGPROBS records are still due.
+	topSlot, topToken uint32
+	topStep           uint64
+	topSeen, topWant  uint32
 }
 
 func (h *host) drain() {
@@ -288,6 +308,9 @@ func (h *host) handle(c *Completion) {
 	t := h.t
 	if h.stopped {
 		t.Fatalf("completion after STOPPED: %+v", c)
+	}
+	if h.topSeen < h.topWant && c.Kind != KindTopLogprobs {
+		t.Fatalf("%v after %d of the %d alternatives of slot %d's token", c.Kind, h.topSeen, h.topWant, h.topSlot)
 	}
 	req := func() *request {
 		if int(c.Slot) >= len(h.slots) || h.slots[c.Slot] == nil {
@@ -325,6 +348,21 @@ func (h *host) handle(c *Completion) {
 		if c.Finish != FinishNone {
 			r.finishSeen = true
 			h.toClose = append(h.toClose, c.Slot)
+		}
+		h.topSlot, h.topToken, h.topStep, h.topSeen, h.topWant = c.Slot, c.Token, c.Step, 0, r.p.NTop
+	case KindTopLogprobs:
+		if h.topSeen >= h.topWant || c.Slot != h.topSlot || c.Step != h.topStep {
+			t.Fatalf("unexpected TOP_LOGPROBS %+v (%d of %d seen for slot %d)", c, h.topSeen, h.topWant, h.topSlot)
+		}
+		for j := range uint32(TopPerRecord) {
+			want := TopLogprob{Token: TopNone}
+			if h.topSeen < h.topWant {
+				want = fakeTop(h.topToken, h.topSeen, h.vocab)
+				h.topSeen++
+			}
+			if c.Top[j] != want {
+				t.Fatalf("slot %d: alternative %+v, want %+v", c.Slot, c.Top[j], want)
+			}
 		}
 	case KindSkipped:
 		r := req()
@@ -501,6 +539,7 @@ func (h *host) newRequest() *request {
 	}
 	if h.rng.IntN(2) == 0 {
 		r.p.Flags |= SlotLogprobs
+		r.p.NTop = uint32(h.rng.IntN(MaxTop + 1))
 	}
 	for range h.rng.IntN(3) {
 		r.stop = append(r.stop, 2+uint32(h.rng.IntN(int(h.vocab)-2)))
@@ -659,7 +698,7 @@ func TestProtocolPingPong(t *testing.T) {
 	}
 	t.Logf("%d steps, completions %v, submit ring full %d times, completion ring full %d times",
 		h.nSteps, h.stats, h.fullSubmits, dev.fullWaits)
-	if h.stats[KindSkipped] == 0 || h.stats[KindError] != 5 || h.fullSubmits == 0 {
+	if h.stats[KindSkipped] == 0 || h.stats[KindError] != 5 || h.fullSubmits == 0 || h.stats[KindTopLogprobs] == 0 || dev.fullWaits == 0 {
 		t.Errorf("the run did not exercise skipped entries, errors and full rings: %v", h.stats)
 	}
 }

@@ -124,9 +124,16 @@ const (
 	// KindSkipped: a step entry for a slot the device had already
 	// finished (or failed) was not executed.
 	KindSkipped Kind = 6
+	// KindTopLogprobs: up to TopPerRecord alternatives of the TOKEN just
+	// before it, for a slot opened with n_top > 0. TopRecords(n) of them
+	// follow that TOKEN at once (nothing else between), carrying the first
+	// n of the sampler's order, most likely first; n is n_top, or fewer
+	// when fewer candidates exist. An unused second pair has token TopNone
+	// and logprob 0. Slot and Step are the TOKEN's.
+	KindTopLogprobs Kind = 7
 )
 
-var kindNames = [...]string{"", "TOKEN", "STEP_DONE", "ERROR", "SLOT_CLOSED", "STOPPED", "SKIPPED"}
+var kindNames = [...]string{"", "TOKEN", "STEP_DONE", "ERROR", "SLOT_CLOSED", "STOPPED", "SKIPPED", "TOP_LOGPROBS"}
 
 func (k Kind) String() string {
 	if int(k) > 0 && int(k) < len(kindNames) {
@@ -179,7 +186,7 @@ const (
 	CompletionSize = 32
 
 	ComOffKind = 0 // u32 Kind
-	ComOffSlot = 4 // u32 slot (TOKEN/ERROR/SLOT_CLOSED/SKIPPED); entries executed (STEP_DONE)
+	ComOffSlot = 4 // u32 slot (TOKEN/TOP_LOGPROBS/ERROR/SLOT_CLOSED/SKIPPED); entries executed (STEP_DONE)
 	ComOffStep = 8 // u64 step id, or the ID of the submit record answered
 
 	ComOffToken    = 16 // TOKEN u32 token id
@@ -190,7 +197,28 @@ const (
 	ComOffEndNS    = 24 // STEP_DONE u64 device clock at the step's end, ns
 	ComOffCode     = 16 // ERROR u32 ErrorCode
 	ComOffDetail   = 20 // ERROR u32 detail
+
+	ComOffTopToken0   = 16 // TOP_LOGPROBS u32 first alternative's token id
+	ComOffTopLogprob0 = 20 // TOP_LOGPROBS f32 first alternative's log probability
+	ComOffTopToken1   = 24 // TOP_LOGPROBS u32 second alternative's token id, or TopNone
+	ComOffTopLogprob1 = 28 // TOP_LOGPROBS f32 second alternative's log probability (0 when unused)
+
+	// TopPerRecord is the number of alternatives one TOP_LOGPROBS record
+	// carries.
+	TopPerRecord = 2
+	// TopNone is the token of an unused pair of a TOP_LOGPROBS record.
+	TopNone = 0xFFFFFFFF
 )
+
+// TopRecords is the number of TOP_LOGPROBS records that carry n
+// alternatives.
+func TopRecords(n int) int { return (n + TopPerRecord - 1) / TopPerRecord }
+
+// TopLogprob is one alternative of a TOP_LOGPROBS record.
+type TopLogprob struct {
+	Token   uint32 // TopNone: unused
+	Logprob float32
+}
 
 // Completion is a decoded completion record. Only the fields of its Kind
 // are encoded; Get leaves the others zero.
@@ -209,6 +237,8 @@ type Completion struct {
 
 	Code   ErrorCode // KindError
 	Detail uint32    // KindError
+
+	Top [TopPerRecord]TopLogprob // KindTopLogprobs
 }
 
 // Put encodes c into b[:CompletionSize].
@@ -231,6 +261,11 @@ func (c *Completion) Put(b []byte) {
 		le.PutUint32(b[ComOffCode:], uint32(c.Code))
 		le.PutUint32(b[ComOffDetail:], c.Detail)
 		clear(b[ComOffDetail+4:])
+	case KindTopLogprobs:
+		le.PutUint32(b[ComOffTopToken0:], c.Top[0].Token)
+		le.PutUint32(b[ComOffTopLogprob0:], math.Float32bits(c.Top[0].Logprob))
+		le.PutUint32(b[ComOffTopToken1:], c.Top[1].Token)
+		le.PutUint32(b[ComOffTopLogprob1:], math.Float32bits(c.Top[1].Logprob))
 	default:
 		clear(b[ComOffStep+8:])
 	}
@@ -257,5 +292,8 @@ func (c *Completion) Get(b []byte) {
 	case KindError:
 		c.Code = ErrorCode(le.Uint32(b[ComOffCode:]))
 		c.Detail = le.Uint32(b[ComOffDetail:])
+	case KindTopLogprobs:
+		c.Top[0] = TopLogprob{le.Uint32(b[ComOffTopToken0:]), math.Float32frombits(le.Uint32(b[ComOffTopLogprob0:]))}
+		c.Top[1] = TopLogprob{le.Uint32(b[ComOffTopToken1:]), math.Float32frombits(le.Uint32(b[ComOffTopLogprob1:]))}
 	}
 }

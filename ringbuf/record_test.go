@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"ringlm/sample"
 )
 
 func TestSubmitRoundTrip(t *testing.T) {
@@ -63,6 +65,8 @@ func TestCompletionRoundTrip(t *testing.T) {
 		{Kind: KindSlotClosed, Slot: 4, Step: 80},
 		{Kind: KindStopped, Step: 81},
 		{Kind: KindSkipped, Slot: 9, Step: 79},
+		{Kind: KindTopLogprobs, Slot: 3, Step: 77, Top: [TopPerRecord]TopLogprob{{Token: 151643, Logprob: -0.25}, {Token: 2, Logprob: -1.5}}},
+		{Kind: KindTopLogprobs, Slot: 3, Step: 77, Top: [TopPerRecord]TopLogprob{{Token: 9, Logprob: -4}, {Token: TopNone}}},
 	} {
 		buf := bytes.Repeat([]byte{0x5A}, CompletionSize+4)
 		c.Put(buf)
@@ -90,6 +94,12 @@ func TestCompletionRoundTrip(t *testing.T) {
 				!bytes.Equal(buf[24:32], make([]byte, 8)) {
 				t.Errorf("error bytes %x", buf)
 			}
+		case KindTopLogprobs:
+			if le.Uint32(buf[ComOffTopToken0:]) != c.Top[0].Token || le.Uint32(buf[ComOffTopToken1:]) != c.Top[1].Token ||
+				math.Float32frombits(le.Uint32(buf[ComOffTopLogprob0:])) != c.Top[0].Logprob ||
+				math.Float32frombits(le.Uint32(buf[ComOffTopLogprob1:])) != c.Top[1].Logprob {
+				t.Errorf("top logprobs bytes %x", buf)
+			}
 		default:
 			if !bytes.Equal(buf[16:32], make([]byte, 16)) {
 				t.Errorf("%v: kind-specific bytes not zero: %x", c.Kind, buf)
@@ -98,18 +108,24 @@ func TestCompletionRoundTrip(t *testing.T) {
 	}
 	// Fields of other kinds are not encoded.
 	var got Completion
-	c := Completion{Kind: KindSkipped, Slot: 1, Step: 2, Token: 3, StartNS: 4, Code: 5}
+	c := Completion{Kind: KindSkipped, Slot: 1, Step: 2, Token: 3, StartNS: 4, Code: 5, Top: [TopPerRecord]TopLogprob{{6, 7}, {8, 9}}}
 	b := make([]byte, CompletionSize)
 	c.Put(b)
 	got.Get(b)
 	if got != (Completion{Kind: KindSkipped, Slot: 1, Step: 2}) {
 		t.Errorf("SKIPPED carried other kinds' fields: %+v", got)
 	}
+	c = Completion{Kind: KindTopLogprobs, Slot: 1, Step: 2, Token: 3, Logprob: -1, Finish: FinishStop, Position: 4, Top: [TopPerRecord]TopLogprob{{6, -7}, {8, -9}}}
+	c.Put(b)
+	got.Get(b)
+	if got != (Completion{Kind: KindTopLogprobs, Slot: 1, Step: 2, Top: c.Top}) {
+		t.Errorf("TOP_LOGPROBS carried other kinds' fields: %+v", got)
+	}
 }
 
 func TestNames(t *testing.T) {
 	if OpStep.String() != "STEP" || Op(0).String() != "Op(0)" || KindSkipped.String() != "SKIPPED" ||
-		Kind(7).String() != "Kind(7)" || CodeNoFeedback.String() != "NO_FEEDBACK" || ErrorCode(42).String() != "ErrorCode(42)" {
+		KindTopLogprobs.String() != "TOP_LOGPROBS" || Kind(8).String() != "Kind(8)" || CodeNoFeedback.String() != "NO_FEEDBACK" || ErrorCode(42).String() != "ErrorCode(42)" {
 		t.Error("String methods")
 	}
 }
@@ -135,7 +151,7 @@ func TestStepEntryRoundTrip(t *testing.T) {
 func testSlotParams() SlotParams {
 	return SlotParams{Temperature: 0.7, TopP: 0.95, MinP: 0.05, TopK: 40, RepeatPenalty: 1.1, RepeatLastN: -1,
 		Presence: 0.5, Frequency: -0.25, Seed: 0xDEADBEEF_01234567, MaxTokens: 256, StartPos: 48,
-		Flags: SlotLogprobs | SlotIgnoreEOS, NEOS: 2, EOS: [MaxEOS]uint32{128001, 128009}}
+		Flags: SlotLogprobs | SlotIgnoreEOS, NEOS: 2, EOS: [MaxEOS]uint32{128001, 128009}, PromptLen: 30, NTop: MaxTop}
 }
 
 func TestSlotPayloadRoundTrip(t *testing.T) {
@@ -153,7 +169,7 @@ func TestSlotPayloadRoundTrip(t *testing.T) {
 	}
 	if w[SPOffSeedLo] != 0x01234567 || w[SPOffSeedHi] != 0xDEADBEEF || w[SPOffRepeatLastN] != 0xFFFFFFFF ||
 		w[SPOffNStop] != 2 || w[SPOffNBias] != 3 || w[SPOffNHist] != 4 || w[SPOffEOS+1] != 128009 ||
-		math.Float32frombits(w[SPOffTemperature]) != 0.7 {
+		w[SPOffPromptLen] != 30 || w[SPOffNTop] != MaxTop || math.Float32frombits(w[SPOffTemperature]) != 0.7 {
 		t.Errorf("block words %v", w[:SlotParamsWords])
 	}
 	got, err := ParseSlotPayload(w)
@@ -188,6 +204,10 @@ func TestSlotPayloadRoundTrip(t *testing.T) {
 		{"too long", func(w []uint32) []uint32 { return append(w, 0) }, SPOffNStop},
 		{"too short", func(w []uint32) []uint32 { return w[:len(w)-1] }, SPOffNStop},
 		{"huge count", func(w []uint32) []uint32 { w[SPOffNBias] = 0xFFFFFFFF; return w }, SPOffNStop},
+		{"n_top over the maximum", func(w []uint32) []uint32 { w[SPOffNTop] = MaxTop + 1; return w }, SPOffNTop},
+		{"n_top huge", func(w []uint32) []uint32 { w[SPOffNTop] = 0xFFFFFFFF; return w }, SPOffNTop},
+		{"n_top without logprobs", func(w []uint32) []uint32 { w[SPOffFlags] &^= SlotLogprobs; w[SPOffNTop] = 1; return w }, SPOffNTop},
+		{"reserved after n_top", func(w []uint32) []uint32 { w[SPOffNTop+1] = 1; return w }, SPOffNTop + 1},
 	} {
 		_, err := ParseSlotPayload(c.edit(slices.Clone(w)))
 		var pe *PayloadError
@@ -212,5 +232,18 @@ func TestRecordsDoNotAllocate(t *testing.T) {
 		e.Get(w)
 	}); a != 0 {
 		t.Errorf("%v allocations", a)
+	}
+}
+
+func TestTopRecords(t *testing.T) {
+	for n, want := range map[int]int{0: 0, 1: 1, 2: 1, 3: 2, 19: 10, MaxTop: 10} {
+		if got := TopRecords(n); got != want {
+			t.Errorf("TopRecords(%d) = %d, want %d", n, got, want)
+		}
+	}
+	// The ring's limit is the sampler's: the engine passes
+	// sample.Params.TopLogprobs through as n_top.
+	if MaxTop != sample.MaxTopLogprobs {
+		t.Errorf("MaxTop %d != sample.MaxTopLogprobs %d", MaxTop, sample.MaxTopLogprobs)
 	}
 }

@@ -159,6 +159,15 @@
  * finished (or failed) was not executed.
  */
 #define RLM_KIND_SKIPPED 6u
+/*
+ * KindTopLogprobs: up to TopPerRecord alternatives of the TOKEN just
+ * before it, for a slot opened with n_top > 0. TopRecords(n) of them
+ * follow that TOKEN at once (nothing else between), carrying the first
+ * n of the sampler's order, most likely first; n is n_top, or fewer
+ * when fewer candidates exist. An unused second pair has token TopNone
+ * and logprob 0. Slot and Step are the TOKEN's.
+ */
+#define RLM_KIND_TOP_LOGPROBS 7u
 
 /* ---- Finish reasons (TOKEN) ---- */
 #define RLM_FINISH_NONE 0u   /* the slot goes on */
@@ -184,17 +193,28 @@
  * 16..31 depend on the kind; kinds without fields there write zeros.
  */
 #define RLM_COMPLETION_SIZE 32u
-#define RLM_COM_OFF_KIND 0u      /* u32 Kind */
-#define RLM_COM_OFF_SLOT 4u      /* u32 slot (TOKEN/ERROR/SLOT_CLOSED/SKIPPED); entries executed (STEP_DONE) */
-#define RLM_COM_OFF_STEP 8u      /* u64 step id, or the ID of the submit record answered */
-#define RLM_COM_OFF_TOKEN 16u    /* TOKEN u32 token id */
-#define RLM_COM_OFF_LOGPROB 20u  /* TOKEN f32 log probability (0 unless the slot asked for logprobs) */
-#define RLM_COM_OFF_FINISH 24u   /* TOKEN u32 FinishReason */
-#define RLM_COM_OFF_POSITION 28u /* TOKEN u32 position of the token in its sequence */
-#define RLM_COM_OFF_START_NS 16u /* STEP_DONE u64 device clock at the step's start, ns */
-#define RLM_COM_OFF_END_NS 24u   /* STEP_DONE u64 device clock at the step's end, ns */
-#define RLM_COM_OFF_CODE 16u     /* ERROR u32 ErrorCode */
-#define RLM_COM_OFF_DETAIL 20u   /* ERROR u32 detail */
+#define RLM_COM_OFF_KIND 0u          /* u32 Kind */
+#define RLM_COM_OFF_SLOT 4u          /* u32 slot (TOKEN/TOP_LOGPROBS/ERROR/SLOT_CLOSED/SKIPPED); entries executed (STEP_DONE) */
+#define RLM_COM_OFF_STEP 8u          /* u64 step id, or the ID of the submit record answered */
+#define RLM_COM_OFF_TOKEN 16u        /* TOKEN u32 token id */
+#define RLM_COM_OFF_LOGPROB 20u      /* TOKEN f32 log probability (0 unless the slot asked for logprobs) */
+#define RLM_COM_OFF_FINISH 24u       /* TOKEN u32 FinishReason */
+#define RLM_COM_OFF_POSITION 28u     /* TOKEN u32 position of the token in its sequence */
+#define RLM_COM_OFF_START_NS 16u     /* STEP_DONE u64 device clock at the step's start, ns */
+#define RLM_COM_OFF_END_NS 24u       /* STEP_DONE u64 device clock at the step's end, ns */
+#define RLM_COM_OFF_CODE 16u         /* ERROR u32 ErrorCode */
+#define RLM_COM_OFF_DETAIL 20u       /* ERROR u32 detail */
+#define RLM_COM_OFF_TOP_TOKEN0 16u   /* TOP_LOGPROBS u32 first alternative's token id */
+#define RLM_COM_OFF_TOP_LOGPROB0 20u /* TOP_LOGPROBS f32 first alternative's log probability */
+#define RLM_COM_OFF_TOP_TOKEN1 24u   /* TOP_LOGPROBS u32 second alternative's token id, or TopNone */
+#define RLM_COM_OFF_TOP_LOGPROB1 28u /* TOP_LOGPROBS f32 second alternative's log probability (0 when unused) */
+/*
+ * TopPerRecord is the number of alternatives one TOP_LOGPROBS record
+ * carries.
+ */
+#define RLM_TOP_PER_RECORD 2u
+/* TopNone is the token of an unused pair of a TOP_LOGPROBS record. */
+#define RLM_TOP_NONE 0xFFFFFFFFu
 
 /* ---- STEP payload entries (word offsets) ---- */
 /* STEP entry: StepEntryWords words per entry; EntOff* are word offsets. */
@@ -224,7 +244,7 @@
 /*
  * OPEN_SLOT payload: a fixed block of SlotParamsWords words (SPOff* are
  * word offsets), then n_stop stop-token ids, then n_bias (token id, bias as
- * f32 bits) pairs, then n_hist history tokens. Words 26..31 of the block are
+ * f32 bits) pairs, then n_hist history tokens. Words 27..31 of the block are
  * reserved and zero.
  */
 #define RLM_SLOT_PARAMS_WORDS 32u
@@ -248,6 +268,9 @@
 #define RLM_SP_OFF_N_EOS 16u         /* u32 EOS ids in use (<= MaxEOS) */
 #define RLM_SP_OFF_EOS 17u           /* u32[MaxEOS] EOS token ids */
 #define RLM_SP_OFF_PROMPT_LEN 25u    /* u32 prompt length: fed or history tokens at positions >= it are generated ones (a recompute after preemption), which the presence and frequency penalties count */
+#define RLM_SP_OFF_N_TOP 26u         /* u32 n_top: alternatives per TOKEN, sent as TOP_LOGPROBS records (0..MaxTop; > 0 needs SlotLogprobs) */
+/* MaxTop is the largest n_top (sample.MaxTopLogprobs). */
+#define RLM_MAX_TOP 20u
 /* SlotLogprobs: fill TOKEN logprobs. */
 #define RLM_SLOT_LOGPROBS 1u
 /*
@@ -362,12 +385,25 @@ RLM_STATIC_ASSERT(sizeof(rlm_error) == RLM_COMPLETION_SIZE - RLM_COM_OFF_CODE, "
 RLM_STATIC_ASSERT(offsetof(rlm_error, code) == RLM_COM_OFF_CODE - RLM_COM_OFF_CODE, "rlm_error.code offset");
 RLM_STATIC_ASSERT(offsetof(rlm_error, detail) == RLM_COM_OFF_DETAIL - RLM_COM_OFF_CODE, "rlm_error.detail offset");
 
+/* TOP_LOGPROBS fields of a completion (its bytes 16..31): two alternatives. */
+typedef struct rlm_top_logprobs {
+    uint32_t token0; /* @0 */
+    float logprob0;  /* @4 */
+    uint32_t token1; /* @8 */
+    float logprob1;  /* @12 */
+} rlm_top_logprobs;
+RLM_STATIC_ASSERT(sizeof(rlm_top_logprobs) == RLM_COMPLETION_SIZE - RLM_COM_OFF_TOP_TOKEN0, "rlm_top_logprobs size");
+RLM_STATIC_ASSERT(offsetof(rlm_top_logprobs, token0) == RLM_COM_OFF_TOP_TOKEN0 - RLM_COM_OFF_TOP_TOKEN0, "rlm_top_logprobs.token0 offset");
+RLM_STATIC_ASSERT(offsetof(rlm_top_logprobs, logprob0) == RLM_COM_OFF_TOP_LOGPROB0 - RLM_COM_OFF_TOP_TOKEN0, "rlm_top_logprobs.logprob0 offset");
+RLM_STATIC_ASSERT(offsetof(rlm_top_logprobs, token1) == RLM_COM_OFF_TOP_TOKEN1 - RLM_COM_OFF_TOP_TOKEN0, "rlm_top_logprobs.token1 offset");
+RLM_STATIC_ASSERT(offsetof(rlm_top_logprobs, logprob1) == RLM_COM_OFF_TOP_LOGPROB1 - RLM_COM_OFF_TOP_TOKEN0, "rlm_top_logprobs.logprob1 offset");
+
 /* A completion record (device -> host). */
 typedef struct rlm_completion {
-    uint32_t kind;                                                        /* @0 */
-    uint32_t slot;                                                        /* @4 */
-    uint64_t step;                                                        /* @8 */
-    union { rlm_token token; rlm_step_done step_done; rlm_error err; } u; /* @16 */
+    uint32_t kind;                                                                              /* @0 */
+    uint32_t slot;                                                                              /* @4 */
+    uint64_t step;                                                                              /* @8 */
+    union { rlm_token token; rlm_step_done step_done; rlm_error err; rlm_top_logprobs top; } u; /* @16 */
 } rlm_completion;
 RLM_STATIC_ASSERT(sizeof(rlm_completion) == RLM_COMPLETION_SIZE, "rlm_completion size");
 RLM_STATIC_ASSERT(offsetof(rlm_completion, kind) == RLM_COM_OFF_KIND, "rlm_completion.kind offset");
@@ -411,7 +447,8 @@ typedef struct rlm_slot_params {
     uint32_t n_eos;            /* @64 */
     uint32_t eos[RLM_MAX_EOS]; /* @68 */
     uint32_t prompt_len;       /* @100 */
-    uint8_t _pad104[24];       /* reserved, zero */
+    uint32_t n_top;            /* @104 */
+    uint8_t _pad108[20];       /* reserved, zero */
 } rlm_slot_params;
 RLM_STATIC_ASSERT(sizeof(rlm_slot_params) == 4 * RLM_SLOT_PARAMS_WORDS, "rlm_slot_params size");
 RLM_STATIC_ASSERT(offsetof(rlm_slot_params, temperature) == 4 * RLM_SP_OFF_TEMPERATURE, "rlm_slot_params.temperature offset");
@@ -433,6 +470,7 @@ RLM_STATIC_ASSERT(offsetof(rlm_slot_params, n_hist) == 4 * RLM_SP_OFF_N_HIST, "r
 RLM_STATIC_ASSERT(offsetof(rlm_slot_params, n_eos) == 4 * RLM_SP_OFF_N_EOS, "rlm_slot_params.n_eos offset");
 RLM_STATIC_ASSERT(offsetof(rlm_slot_params, eos) == 4 * RLM_SP_OFF_EOS, "rlm_slot_params.eos offset");
 RLM_STATIC_ASSERT(offsetof(rlm_slot_params, prompt_len) == 4 * RLM_SP_OFF_PROMPT_LEN, "rlm_slot_params.prompt_len offset");
+RLM_STATIC_ASSERT(offsetof(rlm_slot_params, n_top) == 4 * RLM_SP_OFF_N_TOP, "rlm_slot_params.n_top offset");
 
 /* ---- Helpers ---- */
 

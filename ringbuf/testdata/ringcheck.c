@@ -37,6 +37,9 @@ int main(void) {
                 printf(" %llu %llu", (unsigned long long)c.u.step_done.start_ns, (unsigned long long)c.u.step_done.end_ns);
             else if (c.kind == RLM_KIND_ERROR)
                 printf(" %u %u", c.u.err.code, c.u.err.detail);
+            else if (c.kind == RLM_KIND_TOP_LOGPROBS)
+                printf(" %u %.9g %u %.9g", c.u.top.token0, (double)c.u.top.logprob0, c.u.top.token1,
+                       (double)c.u.top.logprob1);
             printf("\n");
         } else if (tag == 'E') {
             rlm_step_entry e;
@@ -52,7 +55,7 @@ int main(void) {
                    (unsigned long long)p.seed_lo | (unsigned long long)p.seed_hi << 32, p.max_tokens, p.start_pos,
                    p.n_stop, p.n_bias, p.flags, p.n_hist, p.n_eos);
             for (i = 0; i < RLM_MAX_EOS; i++) printf(" %u", p.eos[i]);
-            printf("\n");
+            printf(" %u %u\n", p.prompt_len, p.n_top);
         } else {
             return 3;
         }

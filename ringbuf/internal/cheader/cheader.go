@@ -73,6 +73,7 @@ var groups = []group{
 		k("KindToken", ringbuf.KindToken), k("KindStepDone", ringbuf.KindStepDone),
 		k("KindError", ringbuf.KindError), k("KindSlotClosed", ringbuf.KindSlotClosed),
 		k("KindStopped", ringbuf.KindStopped), k("KindSkipped", ringbuf.KindSkipped),
+		k("KindTopLogprobs", ringbuf.KindTopLogprobs),
 	}},
 	{"Finish reasons (TOKEN)", []konst{
 		k("FinishNone", ringbuf.FinishNone), k("FinishStop", ringbuf.FinishStop),
@@ -93,6 +94,9 @@ var groups = []group{
 		k("ComOffFinish", ringbuf.ComOffFinish), k("ComOffPosition", ringbuf.ComOffPosition),
 		k("ComOffStartNS", ringbuf.ComOffStartNS), k("ComOffEndNS", ringbuf.ComOffEndNS),
 		k("ComOffCode", ringbuf.ComOffCode), k("ComOffDetail", ringbuf.ComOffDetail),
+		k("ComOffTopToken0", ringbuf.ComOffTopToken0), k("ComOffTopLogprob0", ringbuf.ComOffTopLogprob0),
+		k("ComOffTopToken1", ringbuf.ComOffTopToken1), k("ComOffTopLogprob1", ringbuf.ComOffTopLogprob1),
+		k("TopPerRecord", ringbuf.TopPerRecord), k("TopNone", uint64(ringbuf.TopNone)),
 	}},
 	{"STEP payload entries (word offsets)", []konst{
 		k("StepEntryWords", ringbuf.StepEntryWords),
@@ -112,6 +116,7 @@ var groups = []group{
 		k("SPOffNStop", ringbuf.SPOffNStop), k("SPOffNBias", ringbuf.SPOffNBias),
 		k("SPOffFlags", ringbuf.SPOffFlags), k("SPOffNHist", ringbuf.SPOffNHist),
 		k("SPOffNEOS", ringbuf.SPOffNEOS), k("SPOffEOS", ringbuf.SPOffEOS), k("SPOffPromptLen", ringbuf.SPOffPromptLen),
+		k("SPOffNTop", ringbuf.SPOffNTop), k("MaxTop", ringbuf.MaxTop),
 		k("SlotLogprobs", ringbuf.SlotLogprobs), k("SlotIgnoreEOS", ringbuf.SlotIgnoreEOS),
 		k("SlotFlagsKnown", ringbuf.SlotFlagsKnown),
 	}},
@@ -192,12 +197,18 @@ var structs = []cstruct{
 		{ctype: "uint32_t", off: "ComOffCode"},
 		{ctype: "uint32_t", off: "ComOffDetail"},
 	}},
+	{name: "rlm_top_logprobs", doc: "TOP_LOGPROBS fields of a completion (its bytes 16..31): two alternatives.", size: "CompletionSize", unit: 1, base: "ComOffTopToken0", fields: []field{
+		{ctype: "uint32_t", off: "ComOffTopToken0", name: "token0"},
+		{ctype: "float", off: "ComOffTopLogprob0", name: "logprob0"},
+		{ctype: "uint32_t", off: "ComOffTopToken1", name: "token1"},
+		{ctype: "float", off: "ComOffTopLogprob1", name: "logprob1"},
+	}},
 	{name: "rlm_completion", doc: "A completion record (device -> host).", size: "CompletionSize", unit: 1, fields: []field{
 		{ctype: "uint32_t", off: "ComOffKind"},
 		{ctype: "uint32_t", off: "ComOffSlot"},
 		{ctype: "uint64_t", off: "ComOffStep"},
 	}, union: &union{name: "u", off: "ComOffToken", variants: []variant{
-		{"token", "rlm_token"}, {"step_done", "rlm_step_done"}, {"err", "rlm_error"},
+		{"token", "rlm_token"}, {"step_done", "rlm_step_done"}, {"err", "rlm_error"}, {"top", "rlm_top_logprobs"},
 	}}},
 	{name: "rlm_step_entry", doc: "One entry of a STEP payload (staging words).", size: "StepEntryWords", unit: 4, fields: []field{
 		{ctype: "uint32_t", off: "EntOffSlot"},
@@ -225,6 +236,7 @@ var structs = []cstruct{
 		{ctype: "uint32_t", off: "SPOffNEOS", name: "n_eos"},
 		{ctype: "uint32_t", off: "SPOffEOS", n: "MaxEOS"},
 		{ctype: "uint32_t", off: "SPOffPromptLen"},
+		{ctype: "uint32_t", off: "SPOffNTop", name: "n_top"},
 	}},
 }
 
