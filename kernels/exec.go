@@ -31,9 +31,24 @@ type Backend interface {
 }
 
 // Picker is implemented by backends that choose tokens without logits
-// (the null device); the executor then skips sampling.
+// (the null device); the executor then skips sampling. A Picker's token
+// has logprob 0, and a slot that asks for n_top alternatives gets
+// PickerTop's placeholders.
 type Picker interface {
 	Pick(slot int, seed uint64, pos int) int32
+}
+
+// PickerTop appends to dst the n alternatives the executor reports for
+// a Picker's token tok: min(n, vocab) placeholders, tok itself first with
+// its logprob 0, then tok+1, tok+2, … (mod vocab) with logprobs -1, -2, ….
+// They are deterministic and shaped like a sampler's (distinct tokens,
+// descending logprobs, the chosen token's logprob the largest), but they
+// are no distribution: there are no logits behind a Picker.
+func PickerTop(dst []sample.TokenLogprob, tok int32, n, vocab int) []sample.TokenLogprob {
+	for i := range min(n, vocab) {
+		dst = append(dst, sample.TokenLogprob{Token: int32((int(tok) + i) % vocab), Logprob: -float32(i)})
+	}
+	return dst
 }
 
 // Executor is the device side of the ring protocol for devices written in
@@ -62,6 +77,7 @@ type Executor struct {
 	logits  [][]float32
 	toks    []int32
 	spans   []span
+	top     []sample.TokenLogprob // a Picker's alternatives
 }
 
 type span struct{ lo, hi int }
@@ -80,6 +96,7 @@ type slot struct {
 	stop      []int32
 	ignoreEOS bool
 	logprobs  bool
+	nTop      int // alternatives per token (TOP_LOGPROBS records)
 	promptLen int // fed tokens at positions >= promptLen are generated ones (0: none are)
 }
 
@@ -304,6 +321,7 @@ func (x *Executor) open(r *ringbuf.SubmitRecord) {
 	sp.RepeatPenalty, sp.RepeatLastN = p.RepeatPenalty, int(p.RepeatLastN)
 	sp.PresencePenalty, sp.FrequencyPenalty, sp.Seed = p.Presence, p.Frequency, p.Seed
 	sp.Logprobs = p.Flags&ringbuf.SlotLogprobs != 0
+	sp.TopLogprobs = int(p.NTop)
 	if n := pl.NBias(); n > 0 {
 		sp.LogitBias = make(map[int32]float32, n)
 		for i := 0; i < n; i++ {
@@ -328,7 +346,7 @@ func (x *Executor) open(r *ringbuf.SubmitRecord) {
 		s.blocks = make([]int32, 0, need)
 	}
 	*s = slot{open: true, pos: int(p.StartPos), promptLen: int(p.PromptLen), last: -1, blocks: s.blocks[:0], sampler: sm, seed: p.Seed,
-		maxTokens: int(p.MaxTokens), ignoreEOS: p.Flags&ringbuf.SlotIgnoreEOS != 0, logprobs: sp.Logprobs,
+		maxTokens: int(p.MaxTokens), ignoreEOS: p.Flags&ringbuf.SlotIgnoreEOS != 0, logprobs: sp.Logprobs, nTop: sp.TopLogprobs,
 		eos: toInt32(s.eos[:0], p.EOS[:p.NEOS]), stop: toInt32(s.stop[:0], pl.Stop)}
 }
 
@@ -356,6 +374,8 @@ func paramWord(err error, pl *ringbuf.SlotPayload, vocab int) uint32 {
 		return ringbuf.SPOffPresence
 	case "frequency_penalty":
 		return ringbuf.SPOffFrequency
+	case "top_logprobs":
+		return ringbuf.SPOffNTop
 	case "logit_bias":
 		// The first pair with a token outside the vocabulary or a bias out
 		// of range; the words of a pair are its token, then its bias.
@@ -506,11 +526,18 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 		s := &x.slots[ent.Slot]
 		var tok int32
 		var lp float32
+		var top []sample.TokenLogprob
 		if x.picker != nil {
 			tok = x.picker.Pick(ent.Slot, s.seed, s.pos)
+			if s.nTop > 0 {
+				x.top = PickerTop(x.top[:0], tok, s.nTop, x.vocab)
+				top = x.top
+			}
 		} else {
+			// res.Top aliases the sampler's memory, which stays untouched
+			// until its next Sample: after the records below are written.
 			res := s.sampler.Sample(ent.Logits, s.pos)
-			tok, lp = res.Token, res.Logprob
+			tok, lp, top = res.Token, res.Logprob, res.Top
 			s.sampler.Observe(tok, true)
 		}
 		s.last = tok
@@ -530,8 +557,27 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 		}
 		x.emit(&ringbuf.Completion{Kind: ringbuf.KindToken, Slot: uint32(ent.Slot), Step: r.ID, Token: uint32(tok),
 			Logprob: lp, Finish: fin, Position: uint32(s.pos)})
+		if s.nTop > 0 {
+			x.emitTop(r.ID, uint32(ent.Slot), top)
+		}
 	}
 	x.emit(&ringbuf.Completion{Kind: ringbuf.KindStepDone, Slot: uint32(executed), Step: r.ID, StartNS: startNS, EndNS: x.now()})
+}
+
+// emitTop writes a token's alternatives right after its TOKEN, two per
+// TOP_LOGPROBS record; an odd count leaves the last record's second pair
+// unused (TopNone, 0). No alternatives, no record.
+func (x *Executor) emitTop(id uint64, slot uint32, top []sample.TokenLogprob) {
+	for i := 0; i < len(top); i += ringbuf.TopPerRecord {
+		c := ringbuf.Completion{Kind: ringbuf.KindTopLogprobs, Slot: slot, Step: id}
+		for j := range c.Top {
+			c.Top[j] = ringbuf.TopLogprob{Token: ringbuf.TopNone}
+			if i+j < len(top) {
+				c.Top[j] = ringbuf.TopLogprob{Token: uint32(top[i+j].Token), Logprob: top[i+j].Logprob}
+			}
+		}
+		x.emit(&c)
+	}
 }
 
 func contains(s []int32, t int32) bool {

@@ -13,6 +13,7 @@ import (
 	"ringlm/kernels"
 	"ringlm/kernels/null"
 	"ringlm/ringbuf"
+	"ringlm/sample"
 )
 
 // These tests drive a kernels.Executor through a real ringbuf.Arena (Go
@@ -108,6 +109,9 @@ type logitsBackend struct {
 	recorder
 	vocab, bs int
 	kv        []int32
+	// finite > 0: only tokens below it get a finite logit, the others
+	// -Inf (fewer candidates than a slot may ask alternatives for).
+	finite int
 }
 
 func newLogits(vocab, numBlocks, blockSize int) *logitsBackend {
@@ -162,13 +166,37 @@ func (b *logitsBackend) Forward(batch []kernels.Entry) error {
 			if b.kv[c] < 0 {
 				b.complain("slot %d: position %d was never written", e.Slot, p)
 			}
-			h = mix(h ^ uint64(uint32(b.kv[c])) ^ uint64(p)<<32)
+			h = logitsHash(h, b.kv[c], p)
 		}
-		for j := range e.Logits {
-			e.Logits[j] = float32(mix(h^uint64(j)*0x9E3779B97F4A7C15)>>40) / (1 << 24) * 3
-		}
+		fillLogits(e.Logits, h, b.finite)
 	}
 	return nil
+}
+
+// logitsHash and fillLogits are logitsBackend's model: the logits after
+// the tokens seq[0..p] are fillLogits of the hash chained over them, so
+// a test can compute them from the sequence alone (logitsOf).
+func logitsHash(h uint64, tok int32, pos int) uint64 {
+	return mix(h ^ uint64(uint32(tok)) ^ uint64(pos)<<32)
+}
+
+func fillLogits(logits []float32, h uint64, finite int) {
+	for j := range logits {
+		logits[j] = float32(mix(h^uint64(j)*0x9E3779B97F4A7C15)>>40) / (1 << 24) * 3
+		if finite > 0 && j >= finite {
+			logits[j] = float32(math.Inf(-1))
+		}
+	}
+}
+
+func logitsOf(seq []int32, vocab, finite int) []float32 {
+	h := uint64(0x243F6A8885A308D3)
+	for p, t := range seq {
+		h = logitsHash(h, t, p)
+	}
+	l := make([]float32, vocab)
+	fillLogits(l, h, finite)
+	return l
 }
 
 func mix(x uint64) uint64 {
@@ -197,6 +225,7 @@ type harness struct {
 	stopped bool
 	lastEnd uint64 // EndNS of the last STEP_DONE
 	vocab   int
+	picker  bool // the backend picks tokens without logits
 }
 
 func newHarness(t *testing.T, be kernels.Backend, c config) *harness {
@@ -211,7 +240,8 @@ func newHarness(t *testing.T, be kernels.Backend, c config) *harness {
 	}
 	x := kernels.NewExecutor(a, be, c.slots, c.blocks)
 	x.Start()
-	h := &harness{t: t, a: a, x: x, vocab: be.Vocab()}
+	_, picker := be.(kernels.Picker)
+	h := &harness{t: t, a: a, x: x, vocab: be.Vocab(), picker: picker}
 	t.Cleanup(h.shutdown)
 	return h
 }
@@ -500,6 +530,8 @@ func show(c ringbuf.Completion) string {
 		s = fmt.Sprintf("%v#%d executed %d", c.Kind, c.Step, c.Slot)
 	case ringbuf.KindError:
 		s += fmt.Sprintf(" %v detail %d", c.Code, c.Detail)
+	case ringbuf.KindTopLogprobs:
+		s += fmt.Sprintf(" %d:%v %d:%v", c.Top[0].Token, c.Top[0].Logprob, c.Top[1].Token, c.Top[1].Logprob)
 	}
 	return s
 }
@@ -985,6 +1017,7 @@ type seqSpec struct {
 type output struct {
 	tokens   []uint32
 	logprobs []float32
+	top      [][]sample.TokenLogprob // each token's alternatives (TOP_LOGPROBS)
 }
 
 // drive runs the sequences together, one STEP per round: each open
@@ -1050,8 +1083,30 @@ func drive(t *testing.T, h *harness, specs ...seqSpec) []output {
 	for i, sp := range specs {
 		bySlot[sp.slot] = i
 	}
-	for _, c := range h.sync() {
+	got := h.sync()
+	for k, c := range got {
 		switch c.Kind {
+		case ringbuf.KindTopLogprobs:
+			// Right after its TOKEN (or the TOKEN's previous TOP records),
+			// the pairs filled in order.
+			prev := got[k-1]
+			if k == 0 || (prev.Kind != ringbuf.KindToken && prev.Kind != ringbuf.KindTopLogprobs) || prev.Slot != c.Slot || prev.Step != c.Step {
+				t.Fatalf("%s does not follow its TOKEN", show(c))
+			}
+			if prev.Kind == ringbuf.KindTopLogprobs && prev.Top[ringbuf.TopPerRecord-1].Token == ringbuf.TopNone {
+				t.Fatalf("%s follows a record with an unused pair", show(c))
+			}
+			o := &out[bySlot[c.Slot]]
+			top := &o.top[len(o.top)-1]
+			for j, tl := range c.Top {
+				if tl.Token == ringbuf.TopNone {
+					if j == 0 || tl.Logprob != 0 {
+						t.Fatalf("%s: unused pair at %d", show(c), j)
+					}
+					continue
+				}
+				*top = append(*top, sample.TokenLogprob{Token: int32(tl.Token), Logprob: tl.Logprob})
+			}
 		case ringbuf.KindToken:
 			i := bySlot[c.Slot]
 			o, sp := &out[i], &specs[i]
@@ -1059,11 +1114,13 @@ func drive(t *testing.T, h *harness, specs ...seqSpec) []output {
 			if c.Position != want || c.Finish != ringbuf.FinishNone || c.Token >= uint32(h.vocab) {
 				t.Fatalf("%s: want position %d, no finish, a token below %d", show(c), want, h.vocab)
 			}
-			if lp := sp.p.Flags&ringbuf.SlotLogprobs != 0; lp != (c.Logprob != 0) || c.Logprob > 0 {
+			// A Picker's tokens have logprob 0 (certain), asked for or not.
+			if lp := sp.p.Flags&ringbuf.SlotLogprobs != 0 && !h.picker; lp != (c.Logprob != 0) || c.Logprob > 0 {
 				t.Fatalf("%s: logprob with flags %#x", show(c), sp.p.Flags)
 			}
 			o.tokens = append(o.tokens, c.Token)
 			o.logprobs = append(o.logprobs, c.Logprob)
+			o.top = append(o.top, nil)
 		case ringbuf.KindStepDone:
 			if c.Slot != executed[c.Step] {
 				t.Fatalf("%s: want %d executed", show(c), executed[c.Step])
@@ -1076,6 +1133,11 @@ func drive(t *testing.T, h *harness, specs ...seqSpec) []output {
 	for i, o := range out {
 		if len(o.tokens) != specs[i].gen {
 			t.Fatalf("slot %d sampled %d tokens, want %d", specs[i].slot, len(o.tokens), specs[i].gen)
+		}
+		for j, top := range o.top {
+			if n := int(specs[i].p.NTop); len(top) > n || (n > 0 && len(top) == 0) {
+				t.Fatalf("slot %d token %d: %d alternatives, n_top %d", specs[i].slot, j, len(top), n)
+			}
 		}
 	}
 	return out
@@ -1091,8 +1153,9 @@ func seqOf(n int, f func(i int) uint32) []uint32 {
 
 func sameOutput(t *testing.T, what string, got, want output) {
 	t.Helper()
-	if !slices.Equal(got.tokens, want.tokens) || !slices.Equal(got.logprobs, want.logprobs) {
-		t.Fatalf("%s:\n got %v %v\nwant %v %v", what, got.tokens, got.logprobs, want.tokens, want.logprobs)
+	if !slices.Equal(got.tokens, want.tokens) || !slices.Equal(got.logprobs, want.logprobs) ||
+		!slices.EqualFunc(got.top, want.top, slices.Equal) {
+		t.Fatalf("%s:\n got %v %v %v\nwant %v %v %v", what, got.tokens, got.logprobs, got.top, want.tokens, want.logprobs, want.top)
 	}
 }
 
@@ -1110,13 +1173,13 @@ func TestDeterminism(t *testing.T) {
 		be.check(t)
 		return out
 	}
-	pA := ringbuf.SlotParams{Temperature: 0.9, TopP: 0.95, MinP: 0.02, RepeatPenalty: 1, Seed: 101, Flags: ringbuf.SlotLogprobs}
+	pA := ringbuf.SlotParams{Temperature: 0.9, TopP: 0.95, MinP: 0.02, RepeatPenalty: 1, Seed: 101, Flags: ringbuf.SlotLogprobs, NTop: 3}
 	a := seqSpec{slot: 0, p: pA, prompt: seqOf(9, func(i int) uint32 { return uint32(3*i+1) % vocab }),
 		blocks: []uint32{0, 1, 2, 3, 4, 5}, gen: 16}
 	pB := ringbuf.SlotParams{Temperature: 1.2, TopP: 1, TopK: 8, RepeatPenalty: 1.1, RepeatLastN: -1, Presence: 0.5, Seed: 202}
 	b := seqSpec{slot: 3, p: pB, prompt: seqOf(7, func(i int) uint32 { return uint32(i*i) % vocab }),
 		blocks: []uint32{10, 11, 12, 13, 14, 15}, gen: 14}
-	pC := ringbuf.SlotParams{Temperature: 0, TopP: 1, RepeatPenalty: 1.5, RepeatLastN: 4, Seed: 303, Flags: ringbuf.SlotLogprobs}
+	pC := ringbuf.SlotParams{Temperature: 0, TopP: 1, RepeatPenalty: 1.5, RepeatLastN: 4, Seed: 303, Flags: ringbuf.SlotLogprobs, NTop: 20}
 	c := seqSpec{slot: 1, p: pC, prompt: []uint32{5, 6, 7}, blocks: []uint32{20, 21, 22, 23, 24}, gen: 12}
 
 	alone := run(a)[0]
@@ -1165,7 +1228,7 @@ func TestRecomputePenalties(t *testing.T) {
 	prompt := []uint32{1, 2, 3, 1, 2, 3}
 	orig := drive(t, h, seqSpec{slot: 0, p: pp, prompt: prompt, blocks: []uint32{0, 1, 2, 3, 4, 5}, gen: 16})[0]
 	seq := append(slices.Clone(prompt), orig.tokens...)
-	want := output{tokens: orig.tokens[7:], logprobs: orig.logprobs[7:]}
+	want := output{tokens: orig.tokens[7:], logprobs: orig.logprobs[7:], top: orig.top[7:]}
 
 	// From scratch: prompt and 7 generated tokens fed as prefill.
 	pa := pp
@@ -1223,6 +1286,8 @@ func TestBadParamValues(t *testing.T) {
 		{stop: []uint32{7}, bias: []ringbuf.TokenBias{{Token: 3, Bias: 1}, {Token: vocab, Bias: 1}}, word: ringbuf.SlotParamsWords + 1 + 2},
 		{bias: []ringbuf.TokenBias{{Token: 0x80000000, Bias: 1}}, word: ringbuf.SlotParamsWords},
 		{bias: []ringbuf.TokenBias{{Token: 2, Bias: 1}, {Token: 3, Bias: 200}}, word: ringbuf.SlotParamsWords + 3},
+		{set: func(p *ringbuf.SlotParams) { p.Flags, p.NTop = ringbuf.SlotLogprobs, ringbuf.MaxTop+1 }, word: ringbuf.SPOffNTop},
+		{set: func(p *ringbuf.SlotParams) { p.NTop = 1 }, word: ringbuf.SPOffNTop}, // without the logprobs flag
 	}
 	var want []ringbuf.Completion
 	for _, c := range cases {
@@ -1301,4 +1366,87 @@ func TestFullCompletionRing(t *testing.T) {
 		t.Errorf("the completion ring never filled up (at most %d of %d waiting)", h.maxFill, h.a.Completion.Cap())
 	}
 	be.check(t)
+}
+
+// TestTopLogprobs: a slot opened with n_top gets, right after each TOKEN,
+// the first n_top tokens of the sampler's order with their logprobs
+// (sample.Result.Top for the same logits, history and position), two per
+// TOP_LOGPROBS record, fewer when fewer candidates exist; the null
+// device's are PickerTop's placeholders; a slot without n_top gets none.
+func TestTopLogprobs(t *testing.T) {
+	const vocab, bs, pool = 32, 4, 64
+	for _, c := range []struct {
+		name   string
+		p      ringbuf.SlotParams
+		finite int
+	}{
+		{"sampled, odd n_top", ringbuf.SlotParams{Temperature: 0.9, TopP: 0.9, RepeatPenalty: 1.2, RepeatLastN: -1,
+			Presence: 0.3, Seed: 77, Flags: ringbuf.SlotLogprobs, NTop: 5}, 0},
+		{"greedy, n_top 20", ringbuf.SlotParams{Temperature: 0, TopP: 1, RepeatPenalty: 1, Seed: 1, Flags: ringbuf.SlotLogprobs,
+			NTop: ringbuf.MaxTop}, 0},
+		{"top-k path, even n_top", ringbuf.SlotParams{Temperature: 1.3, TopP: 1, TopK: 4, RepeatPenalty: 1, Seed: 9,
+			Flags: ringbuf.SlotLogprobs, NTop: 6}, 0},
+		{"three candidates", ringbuf.SlotParams{Temperature: 1, TopP: 1, RepeatPenalty: 1, Seed: 3, Flags: ringbuf.SlotLogprobs,
+			NTop: 5}, 3},
+		{"no n_top", ringbuf.SlotParams{Temperature: 1, TopP: 1, RepeatPenalty: 1, Seed: 3, Flags: ringbuf.SlotLogprobs}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			be := newLogits(vocab, pool, bs)
+			be.finite = c.finite
+			h := newHarness(t, be, config{slots: 2, blocks: pool, submitCap: 4, complCap: 4, staging: 128})
+			prompt := []uint32{3, 1, 4, 1, 5, 9}
+			out := drive(t, h, seqSpec{slot: 1, p: c.p, prompt: prompt, blocks: seqOf(8, func(i int) uint32 { return uint32(i) }), gen: 10})[0]
+			h.stop()
+			be.check(t)
+
+			// The same sampling on the CPU, token by token.
+			sp := sample.Defaults()
+			sp.Temperature, sp.TopP, sp.TopK, sp.RepeatPenalty, sp.RepeatLastN = c.p.Temperature, c.p.TopP, int(c.p.TopK), c.p.RepeatPenalty, int(c.p.RepeatLastN)
+			sp.PresencePenalty, sp.Seed, sp.Logprobs, sp.TopLogprobs = c.p.Presence, c.p.Seed, true, int(c.p.NTop)
+			sm, err := sample.New(sp, vocab)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seq []int32
+			for _, tk := range prompt {
+				seq = append(seq, int32(tk))
+				sm.Observe(int32(tk), false)
+			}
+			alts := 0
+			for i := range out.tokens {
+				res := sm.Sample(logitsOf(seq, vocab, c.finite), len(seq))
+				if uint32(res.Token) != out.tokens[i] || res.Logprob != out.logprobs[i] || !slices.Equal(res.Top, out.top[i]) {
+					t.Fatalf("token %d: device %d %v %v, sampler %d %v %v", i, out.tokens[i], out.logprobs[i], out.top[i], res.Token, res.Logprob, res.Top)
+				}
+				want := int(c.p.NTop)
+				if c.finite > 0 {
+					want = min(want, c.finite)
+				}
+				if len(out.top[i]) != want {
+					t.Fatalf("token %d: %d alternatives, want %d", i, len(out.top[i]), want)
+				}
+				alts += len(out.top[i])
+				seq = append(seq, res.Token)
+				sm.Observe(res.Token, true)
+			}
+			if c.p.NTop > 0 && alts == 0 {
+				t.Fatal("no alternatives at all")
+			}
+		})
+	}
+
+	t.Run("null device", func(t *testing.T) {
+		be := newNull(1000, 16, bs)
+		h := newHarness(t, be, config{slots: 2, blocks: 16, submitCap: 4, complCap: 4, staging: 128})
+		p := params(42)
+		p.Flags, p.NTop = ringbuf.SlotLogprobs, 3
+		out := drive(t, h, seqSpec{slot: 0, p: p, prompt: []uint32{1, 2}, blocks: []uint32{0, 1, 2, 3}, gen: 6})[0]
+		h.stop()
+		for i, tk := range out.tokens {
+			want := kernels.PickerTop(nil, int32(tk), 3, 1000)
+			if !slices.Equal(out.top[i], want) || want[0].Token != int32(tk) || want[2].Logprob != -2 {
+				t.Fatalf("token %d (%d): alternatives %v, want %v", i, tk, out.top[i], want)
+			}
+		}
+	})
 }

@@ -1,6 +1,10 @@
 // Package null is a device that completes steps at once with tokens that
 // depend only on (seed, slot position): no model, no logits. It measures
-// the scheduler and the rings alone.
+// the scheduler and the rings alone. Its tokens have logprob 0; a slot
+// that asks for n_top alternatives gets n_top deterministic placeholders,
+// kernels.PickerTop (the token itself first, at 0), in TOP_LOGPROBS
+// records like a real device's, so the host's side of top logprobs and
+// the completion ring's load can be measured here too.
 package null
 
 import (
