@@ -41,7 +41,9 @@ type Config struct {
 	Context       int // the model's context length (required)
 	Vocab         int // the model's vocabulary size (required)
 	EOS           []int32
-	// Ring sizes; defaults fit Slots.
+	// Ring sizes; defaults fit Slots. The default CompletionCap has room
+	// for PipelineDepth steps of Slots tokens that each carry the most
+	// alternatives (TOP_LOGPROBS records count), twice over.
 	SubmitCap, CompletionCap, StagingWords int
 	Allocator                              ringbuf.Allocator // default: mmap + mlock
 	Log                                    zerolog.Logger
@@ -64,7 +66,13 @@ func (c *Config) defaults() error {
 	def(&c.BlockSize, 16)
 	def(&c.MaxQueue, 4096)
 	def(&c.SubmitCap, nextPow2(max(1024, 8*c.Slots)))
-	def(&c.CompletionCap, nextPow2(max(4096, 4*(c.Slots+2)*c.PipelineDepth)))
+	// A step can answer every slot with a TOKEN and its n_top
+	// alternatives (ringbuf.MaxTop of them in TopRecords(MaxTop) records)
+	// or a SLOT_CLOSED, plus its STEP_DONE: room for PipelineDepth such
+	// steps twice over. A device blocks on a full ring, and the loop
+	// drains, so a smaller ring is slower, never wrong.
+	perStep := c.Slots*(2+ringbuf.TopRecords(ringbuf.MaxTop)) + 2
+	def(&c.CompletionCap, nextPow2(max(4096, 2*perStep*c.PipelineDepth)))
 	def(&c.StagingWords, max(1<<20, 4*c.PipelineDepth*(c.TokenBudget+4*c.Slots+64*c.Slots)))
 	if c.NumBlocks <= 0 || c.Context <= 0 || c.Vocab <= 0 {
 		return fmt.Errorf("engine: NumBlocks, Context and Vocab are required (got %d, %d, %d)", c.NumBlocks, c.Context, c.Vocab)
@@ -140,6 +148,7 @@ type Engine struct {
 	now       time.Time              // when the current batch of completions was drained
 	genDelta  uint64                 // tokens received since stats were last published
 	dirty     []*seq                 // sequences with tokens to deliver after this drain
+	topOpen   *seq                   // its last TOKEN may still get TOP_LOGPROBS records
 	fences    []fence                // slots of failed OPENs, freed once the device is past them
 
 	closingSeen            bool // Close was called (as of the last takeInbox)
@@ -245,7 +254,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if r.ID == "" {
 		r.ID = fmt.Sprintf("req-%d", e.nextID.Add(1))
 	}
-	s := &seq{req: r, state: Queued, nPrompt: len(r.Prompt), maxTokens: maxTok, slot: -1,
+	s := &seq{req: r, state: Queued, nPrompt: len(r.Prompt), maxTokens: maxTok, slot: -1, nTop: uint8(r.Params.TopLogprobs),
 		tokens: append(make([]int32, 0, len(r.Prompt)+maxTok), r.Prompt...)}
 	s.stream = newStream(r.ID, func() { e.cancel(s) })
 	s.stream.timeline.Arrival = time.Now()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"ringlm/ringbuf"
+	"ringlm/sample"
 )
 
 // The engine loop: one goroutine owns every seq, the block manager's
@@ -162,6 +163,9 @@ func (e *Engine) flushCtrl() {
 }
 
 func (e *Engine) handle(c *ringbuf.Completion) {
+	if e.topOpen != nil && c.Kind != ringbuf.KindTopLogprobs {
+		e.closeTop()
+	}
 	var s *seq
 	if c.Kind != ringbuf.KindStepDone && c.Kind != ringbuf.KindStopped && int(c.Slot) < len(e.bySlot) {
 		s = e.bySlot[c.Slot]
@@ -176,8 +180,12 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		if len(s.pending) == 0 {
 			e.dirty = append(e.dirty, s)
 		}
-		s.pending = append(s.pending, Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now})
 		e.genDelta++
+		if s.nTop > 0 {
+			e.tokenWithTop(s, c)
+			return
+		}
+		s.pending = append(s.pending, Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now})
 		switch c.Finish {
 		case ringbuf.FinishStop:
 			e.finish(s, FinishStop)
@@ -186,6 +194,18 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		default:
 			if s.generated >= s.maxTokens {
 				e.finish(s, FinishLength)
+			}
+		}
+	case ringbuf.KindTopLogprobs:
+		// A dropped TOKEN's records are dropped too: topOpen is the
+		// sequence of the last TOKEN taken.
+		if s == nil || s != e.topOpen {
+			return
+		}
+		l := s.pending[len(s.pending)-1].top
+		for _, p := range c.Top {
+			if p.Token != ringbuf.TopNone && len(*l) < cap(*l) {
+				*l = append(*l, sample.TokenLogprob{Token: int32(p.Token), Logprob: p.Logprob})
 			}
 		}
 	case ringbuf.KindStepDone:
@@ -274,8 +294,48 @@ func (e *Engine) slotClosed(s *seq) {
 	}
 }
 
-// deliver hands the tokens collected in this drain to their streams.
+// tokenWithTop takes a TOKEN of a sequence that asked for alternatives:
+// its TOP_LOGPROBS records follow, and the token is complete (may be
+// delivered, may finish the sequence) only at the next record of another
+// kind (closeTop).
+func (e *Engine) tokenWithTop(s *seq, c *ringbuf.Completion) {
+	s.pending = append(s.pending, Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now,
+		top: s.topList()})
+	e.topOpen, s.pendFin = s, 0
+	switch {
+	case c.Finish == ringbuf.FinishStop:
+		s.pendFin = finStop
+	case c.Finish == ringbuf.FinishLength || s.generated >= s.maxTokens:
+		s.pendFin = finLength
+	}
+}
+
+// closeTop ends the alternatives of the last TOKEN taken: the next
+// record is of another kind. A finish that waited for them happens now,
+// unless the sequence was cancelled meanwhile.
+func (e *Engine) closeTop() {
+	s := e.topOpen
+	e.topOpen = nil
+	fin := s.pendFin
+	s.pendFin = 0
+	if fin == 0 || s.closing || s.slot < 0 {
+		return
+	}
+	if fin == finStop {
+		e.finish(s, FinishStop)
+	} else {
+		e.finish(s, FinishLength)
+	}
+}
+
+// deliver hands the tokens collected in this drain to their streams. The
+// last token of topOpen stays: its alternatives may still come (the
+// device published part of a step).
 func (e *Engine) deliver() {
+	if e.topOpen != nil {
+		e.deliverHolding()
+		return
+	}
 	for _, s := range e.dirty {
 		if len(s.pending) > 0 {
 			s.stream.deliver(s.pending)
@@ -283,6 +343,27 @@ func (e *Engine) deliver() {
 		}
 	}
 	e.dirty = e.dirty[:0]
+}
+
+func (e *Engine) deliverHolding() {
+	hold := e.topOpen
+	kept := e.dirty[:0]
+	for _, s := range e.dirty {
+		n := len(s.pending)
+		if s == hold {
+			n--
+		}
+		if n > 0 {
+			s.stream.deliver(s.pending[:n])
+		}
+		if s == hold {
+			s.pending = append(s.pending[:0], s.pending[n])
+			kept = append(kept, s)
+		} else {
+			s.pending = s.pending[:0]
+		}
+	}
+	e.dirty = kept
 }
 
 func (e *Engine) finish(s *seq, f Finish) {

@@ -51,6 +51,23 @@ type Token struct {
 	Logprob float32
 	Pos     int
 	Time    time.Time // when the engine received it
+	// top points at the alternatives (see Top), nil unless the request
+	// asked for them: a pointer keeps Token at 48 bytes, and every token
+	// is copied three times on its way (a slice field cost the null
+	// device's batch-256 step about 15%).
+	top *[]sample.TokenLogprob
+}
+
+// Top returns the Params.TopLogprobs most likely tokens at the token's
+// position with their logprobs, most likely first (sample.Result.Top;
+// fewer when fewer tokens had a finite logit), or nil unless the request
+// asked for alternatives. The engine never writes them again once the
+// token is delivered, so a reader may keep them.
+func (t Token) Top() []sample.TokenLogprob {
+	if t.top == nil {
+		return nil
+	}
+	return *t.top
 }
 
 // Timeline is a request's life for the profiler.
@@ -198,11 +215,15 @@ func (s *Stream) StopWith() {
 type seq struct {
 	// The fields every token touches come first, so handling a TOKEN
 	// reads one or two cache lines of the sequence, not four.
-	stream    *Stream
-	closing   bool // CLOSE_SLOT submitted, waiting for SLOT_CLOSED
-	fenced    bool // the OPEN failed; the slot is freed by a fence
-	register  bool // register the prompt's blocks once its prefill completes
-	requeue   bool // preempted: back to the queue after SLOT_CLOSED
+	stream   *Stream
+	closing  bool  // CLOSE_SLOT submitted, waiting for SLOT_CLOSED
+	fenced   bool  // the OPEN failed; the slot is freed by a fence
+	register bool  // register the prompt's blocks once its prefill completes
+	requeue  bool  // preempted: back to the queue after SLOT_CLOSED
+	nTop     uint8 // alternatives per token (Params.TopLogprobs, <= 20)
+	// pendFin is a finish (finStop, finLength) that waits for the
+	// finishing token's TOP_LOGPROBS records; 0 when none.
+	pendFin   uint8
 	state     State
 	generated int     // tokens received
 	maxTokens int     // tokens to generate in all
@@ -223,4 +244,34 @@ type seq struct {
 	endErr  error
 	openID  uint64 // ID of the OPEN_SLOT record of the current slot
 	req     Request
+	// Where the next tokens' alternatives are carved from: room for
+	// nTop of them and a list header per token.
+	topSlab []sample.TokenLogprob
+	topHdrs [][]sample.TokenLogprob
+}
+
+// Pending finishes (seq.pendFin).
+const (
+	finStop   = 1
+	finLength = 2
+)
+
+// topSlabTokens is how many tokens' alternatives one allocation holds.
+const topSlabTokens = 64
+
+// topList returns an empty list with room for the sequence's n_top
+// alternatives, carved (with its header) from slabs whose carved parts
+// are never written again once their token is delivered, so readers keep
+// their lists.
+func (s *seq) topList() *[]sample.TokenLogprob {
+	n := int(s.nTop)
+	if len(s.topHdrs) == cap(s.topHdrs) || cap(s.topSlab)-len(s.topSlab) < n {
+		k := min(topSlabTokens, max(1, s.maxTokens-s.generated+1))
+		s.topSlab = make([]sample.TokenLogprob, 0, n*k)
+		s.topHdrs = make([][]sample.TokenLogprob, 0, k)
+	}
+	i := len(s.topSlab)
+	s.topSlab = s.topSlab[:i+n]
+	s.topHdrs = append(s.topHdrs, s.topSlab[i:i:i+n])
+	return &s.topHdrs[len(s.topHdrs)-1]
 }

@@ -54,7 +54,7 @@ func (e *Engine) schedule() bool {
 	// fed-back token, as long as it still has tokens to sample.
 	for i := 0; i < len(e.running) && budget > 0; i++ {
 		s := e.running[i]
-		if s.state != Decoding || s.closing || s.samples >= s.maxTokens-s.openGen {
+		if s.state != Decoding || s.closing || s.pendFin != 0 || s.samples >= s.maxTokens-s.openGen {
 			continue
 		}
 		if !e.grow(s, s.computed+1, &words) {
@@ -123,7 +123,8 @@ func (e *Engine) preemptFor(s *seq) {
 	}
 	for i := len(e.running) - 1; i >= 0; i-- {
 		v := e.running[i]
-		if v == s || v.closing || slices.ContainsFunc(e.scratch.entries, func(p plannedEntry) bool { return p.s == v }) {
+		// A sequence whose finish waits for its last alternatives is done.
+		if v == s || v.closing || v.pendFin != 0 || slices.ContainsFunc(e.scratch.entries, func(p plannedEntry) bool { return p.s == v }) {
 			continue
 		}
 		v.requeue = true
@@ -238,7 +239,7 @@ func (e *Engine) emit() {
 		sp := ringbuf.SlotParams{Temperature: p.Temperature, TopP: p.TopP, MinP: p.MinP, TopK: uint32(p.TopK),
 			RepeatPenalty: p.RepeatPenalty, RepeatLastN: int32(p.RepeatLastN), Presence: p.PresencePenalty,
 			Frequency: p.FrequencyPenalty, Seed: p.Seed, MaxTokens: uint32(s.maxTokens - s.generated),
-			StartPos: uint32(s.cached), PromptLen: uint32(s.nPrompt)}
+			StartPos: uint32(s.cached), PromptLen: uint32(s.nPrompt), NTop: uint32(p.TopLogprobs)}
 		if p.Logprobs {
 			sp.Flags |= ringbuf.SlotLogprobs
 		}
