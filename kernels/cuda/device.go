@@ -62,6 +62,11 @@ func Open(m *model.Model, o Options) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openWith(l, m, o)
+}
+
+func openWith(l *library, m *model.Model, o Options) (*Device, error) {
+	var err error
 	if m == nil {
 		return nil, errors.New("cuda: Open of a nil model")
 	}

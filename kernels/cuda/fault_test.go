@@ -22,12 +22,12 @@ import (
 type dieMode int
 
 const (
-	dieNever            dieMode = iota
-	dieAtStart                  // before reading any record
-	dieUnreleased               // takes a STEP and dies without answering or releasing it
-	dieReleased                 // releases a STEP, then dies before answering it
-	dieAnsweredUnreleased       // answers a STEP completely but never releases it
-	diePartial                  // publishes a STEP's TOKENs, releases it, no STEP_DONE
+	dieNever              dieMode = iota
+	dieAtStart                    // before reading any record
+	dieUnreleased                 // takes a STEP and dies without answering or releasing it
+	dieReleased                   // releases a STEP, then dies before answering it
+	dieAnsweredUnreleased         // answers a STEP completely but never releases it
+	diePartial                    // publishes a STEP's TOKENs, releases it, no STEP_DONE
 )
 
 func (m dieMode) String() string {

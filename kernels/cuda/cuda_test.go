@@ -1,0 +1,1054 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"ringlm/engine"
+	"ringlm/gguf"
+	"ringlm/kernels/cpu"
+	"ringlm/model"
+	"ringlm/ringbuf"
+	"ringlm/sample"
+	"ringlm/synth"
+)
+
+// Tests that need a GPU call needGPU first: without libringlm_cuda.so or a
+// device they skip, so `make test` passes on machines without CUDA. The
+// others run everywhere: the loader's errors, options, the Go→C model
+// descriptors, and the whole cgo path against testdata/fakelib.c, a
+// stand-in library with a host-thread "kernel", compiled here with gcc.
+
+func needGPU(t testing.TB) {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skip("CUDA device not available: " + err.Error())
+	}
+}
+
+// ---- loader ----
+
+func TestLoadNotFound(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a", LibName), filepath.Join(dir, "b", LibName)
+	_, err := load([]string{a, b})
+	if !errors.Is(err, ErrNoLibrary) {
+		t.Fatalf("err = %v, want ErrNoLibrary", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{a, b, "make cuda", "RINGLM_CUDA_LIB"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q does not mention %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "cuda: ") {
+		t.Errorf("not one line prefixed cuda: %q", msg)
+	}
+}
+
+func TestLoadBareName(t *testing.T) {
+	_, err := load([]string{"libringlm_cuda_not_installed_anywhere.so"})
+	if !errors.Is(err, ErrNoLibrary) || !strings.Contains(err.Error(), "dynamic loader") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLoadNotALibrary(t *testing.T) {
+	p := filepath.Join(t.TempDir(), LibName)
+	if err := os.WriteFile(p, []byte("not an ELF file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := load([]string{p, "libc.so.6"})
+	if err == nil || errors.Is(err, ErrNoLibrary) || !strings.Contains(err.Error(), "cannot load "+p) {
+		t.Fatalf("err = %v, want the dlopen failure of %s", err, p)
+	}
+}
+
+func TestLibCandidates(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module ringlm\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wd := filepath.Join(root, "httpapi", "sub")
+	if err := os.MkdirAll(wd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := libCandidates("/opt/x/lib.so", "/usr/local/bin", wd)
+	want := []string{"/opt/x/lib.so", "/usr/local/bin/" + LibName, filepath.Join(wd, "kernels/cuda", LibName),
+		filepath.Join(root, "kernels/cuda", LibName), LibName}
+	if !slices.Equal(got, want) {
+		t.Fatalf("candidates\n got %q\nwant %q", got, want)
+	}
+	// No env, no module: the executable's directory, the working directory, the loader.
+	got = libCandidates("", "/bin", "/")
+	if !slices.Equal(got, []string{"/bin/" + LibName, "/kernels/cuda/" + LibName, LibName}) {
+		t.Fatalf("got %q", got)
+	}
+	// A go.mod of another module is not ringlm's root.
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, "go.mod"), []byte("module example.com/other\n"), 0o644)
+	if r := moduleRoot(other); r != "" && r == other {
+		t.Fatalf("moduleRoot took %s", r)
+	}
+}
+
+func TestAvailableIsOneLine(t *testing.T) {
+	err := Available()
+	if err == nil {
+		t.Logf("CUDA available: %s, %d device(s)", Library(), Devices())
+		return
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "cuda: ") {
+		t.Fatalf("Available: %q", msg)
+	}
+	if Library() != "" || Devices() != 0 {
+		t.Fatal("Library/Devices set without a library")
+	}
+}
+
+// pkgDir finds this package's directory: the working directory under
+// `go test`, kernels/cuda under the module root for a carried test binary.
+func pkgDir() string {
+	if _, err := os.Stat("testdata/fakelib.c"); err == nil {
+		return "."
+	}
+	wd, _ := os.Getwd()
+	if root := moduleRoot(wd); root != "" {
+		d := filepath.Join(root, "kernels", "cuda")
+		if _, err := os.Stat(filepath.Join(d, "testdata/fakelib.c")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
+func cc(t *testing.T, out, src string, extra ...string) {
+	t.Helper()
+	gcc := os.Getenv("CC")
+	if gcc == "" {
+		gcc = "gcc"
+	}
+	if _, err := exec.LookPath(gcc); err != nil {
+		t.Skip("no C compiler for the stand-in library")
+	}
+	args := append([]string{"-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O1", "-shared", "-fPIC", "-o", out, src}, extra...)
+	if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", gcc, args, err, b)
+	}
+}
+
+// fakeLib compiles testdata/fakelib.c and loads it.
+func fakeLib(t *testing.T) *library {
+	t.Helper()
+	dir := pkgDir()
+	if dir == "" {
+		t.Skip("testdata/fakelib.c not found from the working directory")
+	}
+	out := filepath.Join(t.TempDir(), LibName)
+	cc(t, out, filepath.Join(dir, "testdata", "fakelib.c"), "-I", dir, "-lpthread")
+	l, err := load([]string{out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestLoadMissingSymbols(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "partial.c")
+	os.WriteFile(src, []byte("#include <stddef.h>\nint rlm_probe(char *e, size_t n) { (void)e; (void)n; return 1; }\n"), 0o644)
+	out := filepath.Join(dir, LibName)
+	cc(t, out, src)
+	_, err := load([]string{out})
+	if err == nil || !strings.Contains(err.Error(), "does not match ringlm_cuda.h") || !strings.Contains(err.Error(), "rlm_create") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLoadProbeFails(t *testing.T) {
+	t.Setenv("RLM_FAKE_PROBE", "no CUDA device: CUDA driver version is insufficient")
+	dir := pkgDir()
+	if dir == "" {
+		t.Skip("testdata/fakelib.c not found")
+	}
+	out := filepath.Join(t.TempDir(), LibName)
+	cc(t, out, filepath.Join(dir, "testdata", "fakelib.c"), "-I", dir, "-lpthread")
+	_, err := load([]string{out})
+	if err == nil || !strings.Contains(err.Error(), "driver version is insufficient") || !strings.Contains(err.Error(), out) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// ---- options and descriptors ----
+
+func loadSynth(t testing.TB, s synth.Shape, typ gguf.Type, seed uint64) *model.Model {
+	t.Helper()
+	w, err := synth.Build(synth.Options{Shape: s, Type: typ, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), s.Arch+".gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func tiny(t testing.TB, arch string, typ gguf.Type) *model.Model {
+	t.Helper()
+	s, err := synth.Lookup("tiny", arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loadSynth(t, s, typ, 7)
+}
+
+func TestOptions(t *testing.T) {
+	m := tiny(t, "llama", gguf.TypeF16)
+	o, err := Options{}.normalize(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Slots != DefaultSlots || o.BlockSize != 16 || o.Context != m.Context || o.MaxStepTokens != 512 {
+		t.Fatalf("defaults: %+v", o)
+	}
+	if got := (Options{Context: 33, BlockSize: 16}).BlocksPerSlot(); got != 3 {
+		t.Fatalf("BlocksPerSlot = %d, want 3", got)
+	}
+	for name, bad := range map[string]Options{
+		"Slots":         {Slots: -1},
+		"BlockSize":     {BlockSize: MaxBlockSize + 1},
+		"MaxStepTokens": {MaxStepTokens: -5},
+		"NumBlocks":     {NumBlocks: -1},
+		"KVMaxBytes":    {KVMaxBytes: -1},
+		"GridBlocks":    {GridBlocks: -2},
+		"Device":        {Device: -1},
+		"Context":       {Context: m.Context + 1},
+	} {
+		if _, err := bad.normalize(m); err == nil || !strings.Contains(err.Error(), name) || !strings.HasPrefix(err.Error(), "cuda: ") {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+func ptrOf(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(b))
+}
+
+func checkMat(t *testing.T, what string, got matView, m *model.Matrix) {
+	t.Helper()
+	if len(m.Data) == 0 {
+		if got.Data != nil || got.Bytes != 0 || got.Rows != 0 {
+			t.Errorf("%s: absent matrix described as %+v", what, got)
+		}
+		return
+	}
+	want := matView{Data: ptrOf(m.Data), Bytes: uint64(len(m.Data)), Type: uint32(m.Type), Rows: uint32(m.Rows), Cols: uint32(m.Cols)}
+	if got != want {
+		t.Errorf("%s: %+v, want %+v", what, got, want)
+	}
+}
+
+func checkVec(t *testing.T, d *desc, what string, got vecView, want []float32) {
+	t.Helper()
+	if len(want) == 0 {
+		if got.Ptr != nil {
+			t.Errorf("%s: absent vector has a pointer", what)
+		}
+		return
+	}
+	if !slices.Equal(got.Vals, want) {
+		t.Errorf("%s: values differ", what)
+	}
+	if !d.inC(got.Ptr) || got.Ptr == unsafe.Pointer(unsafe.SliceData(want)) {
+		t.Errorf("%s: %p is not a C copy", what, got.Ptr)
+	}
+}
+
+func TestDescriptors(t *testing.T) {
+	for _, tc := range []struct {
+		arch string
+		typ  gguf.Type
+		neox uint32
+	}{{"llama", gguf.TypeF16, 0}, {"qwen2", gguf.TypeBF16, 1}, {"phi3", gguf.TypeQ8_0, 1}} {
+		t.Run(tc.arch, func(t *testing.T) {
+			m := tiny(t, tc.arch, tc.typ)
+			o, err := Options{Device: 1, Slots: 7, Context: 1000, MaxStepTokens: 300, NumBlocks: 99, KVMaxBytes: 1 << 33, GridBlocks: 5}.normalize(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := newDesc(m, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.free()
+			v := d.view()
+			c := &m.Config
+			head := []uint32{ABI, uint32(c.Layers), uint32(c.Dim), uint32(c.Heads), uint32(c.KVHeads), uint32(c.HeadDim),
+				uint32(c.FFN), uint32(c.Vocab), uint32(c.RopeDim), tc.neox}
+			if got := []uint32{v.ABI, v.Layers, v.Dim, v.Heads, v.KVHeads, v.HeadDim, v.FFN, v.Vocab, v.RopeDim, v.RopeNeox}; !slices.Equal(got, head) {
+				t.Fatalf("model header %v, want %v", got, head)
+			}
+			if v.RopeBase != c.RopeBase || v.RopeScale != c.RopeScale || v.NormEps != c.NormEps {
+				t.Errorf("rope/eps %v %v %v, want %v %v %v", v.RopeBase, v.RopeScale, v.NormEps, c.RopeBase, c.RopeScale, c.NormEps)
+			}
+			checkVec(t, d, "rope_factor", v.RopeFactor, c.RopeFactor)
+			if tc.arch == "llama" && len(c.RopeFactor) == 0 {
+				t.Error("tiny llama should carry rope factors")
+			}
+			checkVec(t, d, "out_norm", v.OutNorm, m.OutNorm)
+			checkMat(t, "embed", v.Embed, &m.Embed)
+			checkMat(t, "output", v.Output, &m.Output)
+			tied := tc.arch == "qwen2"
+			if (v.Output.Data == v.Embed.Data) != tied {
+				t.Errorf("output shares the embedding: %v, want %v", v.Output.Data == v.Embed.Data, tied)
+			}
+			if len(v.LayerViews) != len(m.Layers) {
+				t.Fatalf("%d layers described", len(v.LayerViews))
+			}
+			for i, lv := range v.LayerViews {
+				L := &m.Layers[i]
+				checkVec(t, d, "attn_norm", lv.AttnNorm, L.AttnNorm)
+				checkVec(t, d, "ffn_norm", lv.FFNNorm, L.FFNNorm)
+				checkVec(t, d, "q_bias", lv.QBias, L.QB)
+				checkVec(t, d, "k_bias", lv.KBias, L.KB)
+				checkVec(t, d, "v_bias", lv.VBias, L.VB)
+				for _, p := range []struct {
+					name string
+					got  matView
+					src  *model.Matrix
+				}{{"q", lv.Q, &L.Q}, {"k", lv.K, &L.K}, {"v", lv.V, &L.V}, {"out", lv.Out, &L.Out},
+					{"gate", lv.Gate, &L.Gate}, {"up", lv.Up, &L.Up}, {"down", lv.Down, &L.Down}} {
+					checkMat(t, fmt.Sprintf("layer %d %s", i, p.name), p.got, p.src)
+				}
+				switch tc.arch {
+				case "qwen2":
+					if lv.QBias.Ptr == nil || lv.VBias.Ptr == nil {
+						t.Error("qwen2 biases missing")
+					}
+				case "phi3":
+					q, kv := c.Heads*c.HeadDim, c.KVDim()
+					if lv.K.Data != nil || lv.V.Data != nil || lv.Gate.Data != nil || lv.Q.Rows != uint32(q+2*kv) || lv.Up.Rows != uint32(2*c.FFN) {
+						t.Errorf("phi3 fused layout: %+v", lv)
+					}
+				}
+			}
+			wantOpts := optsView{Device: 1, Slots: 7, BlockSize: 16, MaxBlocksPerSlot: 63, MaxStepTokens: 300, NumBlocks: 99,
+				KVMaxBytes: 1 << 33, KVType: 1, GridBlocks: 5}
+			if v.Opts != wantOpts {
+				t.Errorf("opts %+v, want %+v", v.Opts, wantOpts)
+			}
+			d.free()
+			d.free() // idempotent
+		})
+	}
+}
+
+func TestDescriptorErrors(t *testing.T) {
+	m := tiny(t, "llama", gguf.TypeF16)
+	o, _ := Options{}.normalize(m)
+	layers := slices.Clone(m.Layers)
+	layers[1].Down.Type = gguf.TypeQ4_0
+	bad := &model.Model{Config: m.Config, Embed: m.Embed, Output: m.Output, OutNorm: m.OutNorm, Layers: layers}
+	if _, err := newDesc(bad, o); err == nil || !strings.Contains(err.Error(), "ffn_down") || !strings.Contains(err.Error(), "layer 1") {
+		t.Fatalf("Q4_0 weights: %v", err)
+	}
+	short := &model.Model{Config: m.Config, Embed: m.Embed, Output: m.Output, OutNorm: m.OutNorm, Layers: m.Layers[:2]}
+	if _, err := newDesc(short, o); err == nil {
+		t.Fatal("a model with fewer layers than its config was described")
+	}
+	// Weights in Go memory (not a mapping) are pinned for the call.
+	heap := &model.Model{Config: m.Config, Output: m.Output, OutNorm: m.OutNorm, Layers: m.Layers}
+	heap.Embed = m.Embed
+	heap.Embed.Data = slices.Clone(m.Embed.Data)
+	d, err := newDesc(heap, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.view().Embed.Data != ptrOf(heap.Embed.Data) {
+		t.Fatal("Go-memory matrix not described in place")
+	}
+	d.free()
+}
+
+// ---- the cgo path against the stand-in library ----
+
+func fakeEngine(t *testing.T, l *library, m *model.Model, slots int) (*engine.Engine, *Device) {
+	t.Helper()
+	dev, err := openWith(l, m, Options{Slots: slots, NumBlocks: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Slots: slots, NumBlocks: dev.NumBlocks(), Vocab: m.Vocab, Context: m.Context,
+		Allocator: dev.Allocator()}, dev)
+	if err != nil {
+		dev.Close()
+		t.Fatal(err)
+	}
+	return e, dev
+}
+
+func TestFakeLibraryDevice(t *testing.T) {
+	l := fakeLib(t)
+	m := tiny(t, "qwen2", gguf.TypeF16)
+	dev, err := openWith(l, m, Options{Slots: 4, NumBlocks: 77})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev.Name() != "cuda (Fake GPU)" || dev.NumBlocks() != 77 || dev.Vocab() != m.Vocab || dev.BlockSize() != 16 {
+		t.Fatalf("%s: %d blocks, vocab %d, block size %d", dev.Name(), dev.NumBlocks(), dev.Vocab(), dev.BlockSize())
+	}
+	info, err := dev.Info()
+	if err != nil || info.WeightBytes == 0 || info.Launches != 0 {
+		t.Fatalf("info %+v %v", info, err)
+	}
+	lg := make([]float32, m.Vocab)
+	if err := dev.Logits(1, lg); err != nil || lg[3] != 1.5 {
+		t.Fatalf("Logits: %v, lg[3] = %v", err, lg[3])
+	}
+	if err := dev.Logits(0, lg[:10]); err == nil {
+		t.Fatal("Logits into a short buffer")
+	}
+	if err := dev.Logits(9, lg); err == nil || !strings.HasPrefix(err.Error(), "cuda: rlm_read_logits: ") {
+		t.Fatalf("Logits of row 9 of 4 slots: %v", err)
+	}
+	if bw, err := dev.CopyBandwidth(1 << 20); err != nil || bw != 1234.5 {
+		t.Fatalf("CopyBandwidth %v %v", bw, err)
+	}
+	if err := dev.Wait(); err == nil {
+		t.Fatal("Wait before Start")
+	}
+	// An arena from another allocator is refused before anything launches.
+	lay, _ := ringbuf.NewLayout(64, 64, 1024)
+	heapArena, err := ringbuf.NewArena(ringbuf.HeapAllocator{}, lay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Start(heapArena); err == nil || !strings.Contains(err.Error(), "Allocator") {
+		t.Fatalf("Start on a Go-heap arena: %v", err)
+	}
+	if err := dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	if _, err := dev.Info(); err == nil {
+		t.Fatal("Info after Close")
+	}
+
+	// Through the engine: tokens flow, one launch, a clean stop.
+	e, dev := fakeEngine(t, l, m, 4)
+	p := sample.Defaults()
+	p.Temperature, p.MaxTokens = 0, 25
+	var streams []*engine.Stream
+	for i := 0; i < 10; i++ {
+		s, err := e.Submit(context.Background(), engine.Request{Prompt: []int32{1, int32(i)}, Params: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	for _, s := range streams {
+		toks, err := drain(s)
+		if err != nil || len(toks) != 25 {
+			t.Fatalf("%d tokens, %v", len(toks), err)
+		}
+	}
+	if err := dev.Close(); err == nil {
+		t.Fatal("Close while the kernel runs")
+	}
+	if info, _ := dev.Info(); info.Launches != 1 {
+		t.Fatalf("%d launches", info.Launches)
+	}
+	if err := closeWithin(t, e, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Fault(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFakeLibraryFault(t *testing.T) {
+	l := fakeLib(t)
+	m := tiny(t, "llama", gguf.TypeF16)
+	t.Setenv("RLM_FAKE_FAULT_AFTER", "5")
+	e, dev := fakeEngine(t, l, m, 4)
+	p := sample.Defaults()
+	p.Temperature, p.MaxTokens = 0, 40
+	var streams []*engine.Stream
+	for i := 0; i < 6; i++ {
+		s, err := e.Submit(context.Background(), engine.Request{Prompt: []int32{1, int32(i)}, Params: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	for _, s := range streams {
+		if _, err := drain(s); !errors.Is(err, engine.ErrDevice) {
+			t.Errorf("%s: %v, want a device error", s.ID, err)
+		}
+	}
+	if err := dev.Fault(); err == nil || !strings.Contains(err.Error(), "illegal memory access") {
+		t.Fatalf("Fault() = %v", err)
+	}
+	err := closeWithin(t, e, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "illegal memory access") || !strings.HasPrefix(err.Error(), "cuda: ") {
+		t.Fatalf("engine.Close = %v, want the kernel's error", err)
+	}
+	if err := dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFakeLibraryCreateError(t *testing.T) {
+	l := fakeLib(t)
+	m := tiny(t, "llama", gguf.TypeF16)
+	t.Setenv("RLM_FAKE_CREATE_ERR", "the model needs 99.00 GiB of GPU memory")
+	_, err := openWith(l, m, Options{})
+	if err == nil || err.Error() != "cuda: rlm_create: the model needs 99.00 GiB of GPU memory" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestHostAllocator(t *testing.T) {
+	a := newHostAllocator(fakeLib(t))
+	b, err := a.Alloc(1000)
+	if err != nil || len(b) != 1000 || uintptr(unsafe.Pointer(&b[0]))%ringbuf.Align != 0 {
+		t.Fatalf("Alloc: %d bytes, %v", len(b), err)
+	}
+	if !a.owns(b) || a.owns(b[1:]) || a.owns(make([]byte, 10)) {
+		t.Fatal("owns")
+	}
+	if err := a.Free(make([]byte, 8)); err == nil {
+		t.Fatal("Free of foreign memory")
+	}
+	if err := a.Free(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Free(b); err == nil {
+		t.Fatal("double Free")
+	}
+	if _, err := a.Alloc(0); err == nil {
+		t.Fatal("Alloc(0)")
+	}
+}
+
+// ---- GPU ----
+
+// cudaEngine opens the device for m and an engine on it; close releases
+// both (also at cleanup). Two persistent kernels cannot share a GPU, so a
+// test closes one before opening the next.
+func cudaEngine(t testing.TB, m *model.Model, cfg engine.Config) (e *engine.Engine, dev *Device, close func()) {
+	t.Helper()
+	if cfg.Slots == 0 {
+		cfg.Slots = 64
+	}
+	if cfg.TokenBudget == 0 {
+		cfg.TokenBudget = 512
+	}
+	dev, err := Open(m, Options{Slots: cfg.Slots, MaxStepTokens: cfg.TokenBudget, Context: m.Context, KVMaxBytes: 2 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NumBlocks, cfg.BlockSize, cfg.Allocator = dev.NumBlocks(), dev.BlockSize(), dev.Allocator()
+	cfg.Vocab, cfg.Context = m.Vocab, m.Context
+	e, err = engine.New(cfg, dev)
+	if err != nil {
+		dev.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	close = func() {
+		once.Do(func() {
+			if err := e.Close(); err != nil {
+				t.Errorf("engine.Close: %v", err)
+			}
+			if err := dev.Close(); err != nil {
+				t.Errorf("Device.Close: %v", err)
+			}
+		})
+	}
+	t.Cleanup(close)
+	return e, dev, close
+}
+
+func cpuEngine(t testing.TB, m *model.Model, slots, blocks int) *engine.Engine {
+	t.Helper()
+	dev, err := cpu.New(m, gguf.TypeF16, blocks, 16, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Slots: slots, NumBlocks: blocks, Vocab: m.Vocab, Context: m.Context,
+		Allocator: ringbuf.HeapAllocator{}}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// run submits every request at once and returns each one's tokens.
+func run(t testing.TB, e *engine.Engine, reqs []engine.Request) [][]int32 {
+	t.Helper()
+	streams := make([]*engine.Stream, len(reqs))
+	for i, r := range reqs {
+		s, err := e.Submit(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams[i] = s
+	}
+	out := make([][]int32, len(reqs))
+	for i, s := range streams {
+		toks, err := drain(s)
+		if err != nil {
+			t.Fatalf("request %d on %s: %v", i, e.DeviceName(), err)
+		}
+		for _, tk := range toks {
+			out[i] = append(out[i], tk.ID)
+		}
+	}
+	return out
+}
+
+// prompts returns n prompts of mixed lengths in [1, maxLen]: the second is
+// one token, the third maxLen, the rest random.
+func prompts(n, vocab, maxLen int, seed uint64) [][]int32 {
+	r := rand.New(rand.NewPCG(seed, 2))
+	out := make([][]int32, n)
+	for i := range out {
+		l := 1 + r.IntN(maxLen)
+		switch i {
+		case 1:
+			l = 1
+		case 2:
+			l = maxLen
+		}
+		out[i] = make([]int32, l)
+		for j := range out[i] {
+			out[i][j] = int32(r.IntN(vocab))
+		}
+	}
+	return out
+}
+
+// cpuLogits is the reference forward pass (F16 KV, like the GPU's) over
+// tokens from position 0: the logits of the last one.
+func cpuLogits(t testing.TB, m *model.Model, tokens []int32) []float32 {
+	t.Helper()
+	nb := (len(tokens) + 15) / 16
+	kv, err := model.NewKVPool(&m.Config, gguf.TypeF16, nb, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := make([]int32, nb)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	out := make([]float32, m.Vocab)
+	if err := m.Forward(kv, []model.Seq{{Tokens: tokens, Pos: 0, Blocks: table, Logits: out}}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// gpuLogits runs tokens as a one-token request on an idle engine with
+// PipelineDepth 1 and reads the logits its sampling step computed.
+func gpuLogits(t testing.TB, e *engine.Engine, dev *Device, tokens []int32) ([]float32, int32) {
+	t.Helper()
+	if e.Config().PipelineDepth != 1 {
+		t.Fatal("gpuLogits needs an engine with PipelineDepth 1")
+	}
+	p := sample.Defaults()
+	p.Temperature, p.MaxTokens = 0, 1
+	got := run(t, e, []engine.Request{{Prompt: tokens, Params: p}})
+	lg := make([]float32, dev.Vocab())
+	if err := dev.Logits(0, lg); err != nil {
+		t.Fatal(err)
+	}
+	return lg, got[0][0]
+}
+
+// relErr is max|a-b| / max|b|.
+func relErr(a, b []float32) (rel, maxAbs float64) {
+	var d, s float64
+	for i := range b {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+		s = max(s, math.Abs(float64(b[i])))
+	}
+	return d / s, d
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+type greedyCase struct {
+	name    string
+	shape   synth.Shape
+	typ     gguf.Type
+	batches []int
+}
+
+func greedyCases(t *testing.T) []greedyCase {
+	ll, _ := synth.Lookup("tiny", "llama")
+	qw, _ := synth.Lookup("tiny", "qwen2")
+	// Wider heads (128) and a wider model than tiny, still cheap on the CPU.
+	wide := synth.Shape{Arch: "llama", Name: "wide-llama", Dim: 1024, Layers: 2, Heads: 8, KVHeads: 2, HeadDim: 128,
+		FFN: 2816, Context: 2048, RopeBase: 10000, NormEps: 1e-5}
+	return []greedyCase{
+		{"tiny-llama-f16", ll, gguf.TypeF16, []int{1, 7, 64}},
+		{"tiny-qwen2-bf16", qw, gguf.TypeBF16, []int{1, 7, 64}},
+		{"wide-llama-bf16", wide, gguf.TypeBF16, []int{1, 7}},
+	}
+}
+
+// TestGreedyMatchesCPU: greedy continuations of 64 tokens on the GPU equal
+// the CPU reference device's (F16 KV) at batch 1, 7 and 64 with prompts of
+// 1 to 300 tokens. Where a sequence diverges, the two devices' logits at
+// that point are compared: a divergence is accepted only as a near tie
+// (the CPU's gap between the two tokens within twice the largest logit
+// difference between the devices there); anything else fails.
+func TestGreedyMatchesCPU(t *testing.T) {
+	needGPU(t)
+	for _, tc := range greedyCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			m := loadSynth(t, tc.shape, tc.typ, 11)
+			maxB := slices.Max(tc.batches)
+			ps := prompts(maxB, m.Vocab, 300, 5)
+			p := sample.Defaults()
+			p.Temperature, p.MaxTokens = 0, 64
+			reqs := make([]engine.Request, maxB)
+			for i := range reqs {
+				reqs[i] = engine.Request{Prompt: ps[i], Params: p}
+			}
+			// The CPU device is batch invariant: one run gives every reference.
+			t0 := time.Now()
+			ref := run(t, cpuEngine(t, m, maxB, maxB*24), reqs)
+			t.Logf("CPU reference: %d requests in %v", maxB, time.Since(t0).Round(time.Millisecond))
+
+			e, _, closeGPU := cudaEngine(t, m, engine.Config{Slots: 64})
+			type div struct{ prompt, at int }
+			var divs []div
+			for _, b := range tc.batches {
+				t0 := time.Now()
+				got := run(t, e, reqs[:b])
+				t.Logf("GPU batch %d: %v", b, time.Since(t0).Round(time.Millisecond))
+				for i := range got {
+					if len(got[i]) != 64 {
+						t.Fatalf("batch %d request %d: %d tokens", b, i, len(got[i]))
+					}
+					for k := range got[i] {
+						if got[i][k] != ref[i][k] {
+							divs = append(divs, div{i, k})
+							t.Logf("batch %d request %d (prompt %d tokens): diverges at token %d (GPU %d, CPU %d)",
+								b, i, len(ps[i]), k, got[i][k], ref[i][k])
+							break
+						}
+					}
+				}
+			}
+			closeGPU()
+			if len(divs) == 0 {
+				return
+			}
+			if len(divs) > max(2, maxB/8) {
+				t.Fatalf("%d divergent sequences: more than near ties explain", len(divs))
+			}
+			e1, dev1, close1 := cudaEngine(t, m, engine.Config{Slots: 4, PipelineDepth: 1})
+			defer close1()
+			for _, d := range divs {
+				prefix := append(slices.Clone(ps[d.prompt]), ref[d.prompt][:d.at]...)
+				gl, gtok := gpuLogits(t, e1, dev1, prefix)
+				cl := cpuLogits(t, m, prefix)
+				_, maxAbs := relErr(gl, cl)
+				cpuTok := ref[d.prompt][d.at]
+				gap := float64(cl[cpuTok]) - float64(cl[gtok])
+				t.Logf("request %d token %d: GPU picks %d, CPU %d; CPU gap %.4g, max logit difference %.4g",
+					d.prompt, d.at, gtok, cpuTok, gap, maxAbs)
+				if argmax(gl) != gtok {
+					t.Errorf("the GPU sampled %d but its logits' argmax is %d", gtok, argmax(gl))
+				}
+				if gap > 2*maxAbs+1e-6 {
+					t.Errorf("request %d token %d: divergence is not a near tie (gap %.4g > 2 × %.4g)", d.prompt, d.at, gap, maxAbs)
+				}
+			}
+		})
+	}
+}
+
+// TestLogitsMatchCPU: the logits of a prompt's last token on the GPU are
+// within 2e-2 relative error (max|a-b| / max|b|) of the CPU forward pass.
+func TestLogitsMatchCPU(t *testing.T) {
+	needGPU(t)
+	for _, tc := range greedyCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			m := loadSynth(t, tc.shape, tc.typ, 13)
+			e, dev, closeGPU := cudaEngine(t, m, engine.Config{Slots: 4, PipelineDepth: 1})
+			defer closeGPU()
+			for _, n := range []int{1, 17, 250, 600} {
+				toks := prompts(1, m.Vocab, n, uint64(n))[0][:0]
+				r := rand.New(rand.NewPCG(uint64(n), 3))
+				for len(toks) < n {
+					toks = append(toks, int32(r.IntN(m.Vocab)))
+				}
+				gl, tok := gpuLogits(t, e, dev, toks)
+				cl := cpuLogits(t, m, toks)
+				rel, maxAbs := relErr(gl, cl)
+				t.Logf("prompt %3d tokens: max relative error %.3g (max abs %.3g), argmax GPU %d CPU %d", n, rel, maxAbs, argmax(gl), argmax(cl))
+				if !(rel <= 2e-2) {
+					t.Errorf("prompt of %d tokens: relative error %.3g > 2e-2", n, rel)
+				}
+				if argmax(gl) != tok {
+					t.Errorf("prompt of %d tokens: sampled %d, logits' argmax %d", n, tok, argmax(gl))
+				}
+			}
+		})
+	}
+}
+
+// TestBatchInvariance: 120 concurrent sampled requests (temperature 0.8,
+// top-p 0.9, fixed seeds; some with top-k and penalties) produce exactly
+// the tokens each produces alone on the GPU.
+func TestBatchInvariance(t *testing.T) {
+	needGPU(t)
+	m := tiny(t, "llama", gguf.TypeF16)
+	const n = 120
+	ps := prompts(n, m.Vocab, 200, 17)
+	reqs := make([]engine.Request, n)
+	for i := range reqs {
+		p := sample.Defaults()
+		p.Temperature, p.TopP, p.Seed, p.MaxTokens = 0.8, 0.9, uint64(1000+i), 32
+		switch i % 3 {
+		case 1:
+			p.TopK = 40
+		case 2:
+			p.RepeatPenalty, p.PresencePenalty, p.MinP = 1.1, 0.3, 0.02
+		}
+		reqs[i] = engine.Request{Prompt: ps[i], Params: p, IgnoreEOS: true}
+	}
+	e, _, closeGPU := cudaEngine(t, m, engine.Config{Slots: 64})
+	defer closeGPU()
+	together := run(t, e, reqs)
+	same := 0
+	for i := range reqs {
+		alone := run(t, e, reqs[i:i+1])[0]
+		if !slices.Equal(alone, together[i]) {
+			t.Errorf("request %d (prompt %d tokens): alone %v\ntogether %v", i, len(ps[i]), alone, together[i])
+		} else {
+			same++
+		}
+	}
+	t.Logf("%d/%d requests identical alone and in a batch of %d", same, n, n)
+}
+
+// TestOneLaunch: the persistent kernel serves 1,000 requests from one launch.
+func TestOneLaunch(t *testing.T) {
+	needGPU(t)
+	m := tiny(t, "qwen2", gguf.TypeF16)
+	e, dev, closeGPU := cudaEngine(t, m, engine.Config{Slots: 64})
+	defer closeGPU()
+	ps := prompts(1000, m.Vocab, 32, 23)
+	reqs := make([]engine.Request, len(ps))
+	for i := range reqs {
+		p := sample.Defaults()
+		p.Temperature, p.Seed, p.MaxTokens = 0.8, uint64(i), 8
+		reqs[i] = engine.Request{Prompt: ps[i], Params: p, IgnoreEOS: true}
+	}
+	t0 := time.Now()
+	for i, toks := range run(t, e, reqs) {
+		if len(toks) != 8 {
+			t.Fatalf("request %d: %d tokens", i, len(toks))
+		}
+	}
+	info, err := dev.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.Stats()
+	t.Logf("1000 requests in %v: %d steps, %d launch(es), %s, grid %d × %d threads", time.Since(t0).Round(time.Millisecond),
+		st.Steps, info.Launches, info.Name, info.GridBlocks, info.Threads)
+	if info.Launches != 1 {
+		t.Fatalf("%d kernel launches for 1000 requests, want 1", info.Launches)
+	}
+}
+
+// TestDeviceInfo: what Open reports, and the checks that need no kernel.
+func TestDeviceInfo(t *testing.T) {
+	needGPU(t)
+	m := tiny(t, "llama", gguf.TypeBF16)
+	dev, err := Open(m, Options{Slots: 8, KVMaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	info, err := dev.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d SMs, grid %d × %d, %d KV blocks (%d MiB), weights %d MiB, work %d MiB, free %d of %d MiB",
+		info.Name, info.SMCount, info.GridBlocks, info.Threads, info.NumBlocks, info.KVBytes>>20, info.WeightBytes>>20,
+		info.WorkBytes>>20, info.FreeBytes>>20, info.TotalBytes>>20)
+	if info.Name == "" || info.NumBlocks != dev.NumBlocks() || info.NumBlocks <= 0 || info.KVBytes > 64<<20 ||
+		info.WeightBytes < uint64(m.WeightBytes())/2 || info.Launches != 0 || !strings.Contains(dev.Name(), info.Name) {
+		t.Errorf("info %+v", info)
+	}
+	bw, err := dev.CopyBandwidth(256 << 20)
+	if err != nil || bw <= 0 {
+		t.Fatalf("CopyBandwidth: %v %v", bw, err)
+	}
+	t.Logf("device copy bandwidth %.0f GB/s", bw)
+	lay, _ := ringbuf.NewLayout(64, 64, 1024)
+	heapArena, _ := ringbuf.NewArena(ringbuf.HeapAllocator{}, lay)
+	if err := dev.Start(heapArena); err == nil {
+		t.Fatal("started on a Go-heap arena")
+	}
+}
+
+// ---- benchmark ----
+
+// benchClock measures steps on the device clock (StepHook): the window
+// starts after `from` steps and ends at the last step with `full` entries.
+type benchClock struct {
+	mu                   sync.Mutex
+	steps, from, full    int
+	t0, t1               uint64
+	base, measured       int
+	firstStart, lastDone uint64
+}
+
+func (c *benchClock) reset(from, full int) {
+	c.mu.Lock()
+	*c = benchClock{from: from, full: full}
+	c.mu.Unlock()
+}
+
+func (c *benchClock) hook(_ uint64, entries int, _, end uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.steps++
+	switch {
+	case c.steps < c.from || c.full == 0:
+	case c.t0 == 0:
+		c.t0, c.base = end, c.steps
+	case entries >= c.full:
+		c.t1, c.measured = end, c.steps-c.base
+	}
+}
+
+// BenchmarkDecode: decode throughput of a Llama-3.2-1B-shaped BF16 model
+// (synthetic weights, 2.5 GB) through the whole engine at batch 1, 16, 64
+// and 256, on the device clock. Reported: ms/step, tok/s, the weight bytes
+// streamed per second (WeightBytes / step time), the device's copy
+// bandwidth measured in the same run, and the floor (WeightBytes / copy
+// bandwidth: a step cannot read the weights faster than a copy moves
+// bytes) with the step time as a multiple of it.
+func BenchmarkDecode(b *testing.B) {
+	needGPU(b)
+	s, err := synth.Lookup("llama-3.2-1b", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	m := loadSynth(b, s, gguf.TypeBF16, 1)
+	b.Logf("synthetic %s: %.2f GB of weights per step, written and mapped in %v", s.Name, float64(m.WeightBytes())/1e9,
+		time.Since(t0).Round(time.Millisecond))
+	const maxBatch, ctx = 256, 4096
+	dev, err := Open(m, Options{Slots: maxBatch, Context: ctx, MaxStepTokens: 512, KVMaxBytes: 40 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dev.Close()
+	copyBW, err := dev.CopyBandwidth(1 << 30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	weights := float64(m.WeightBytes())
+	floorMS := weights / (copyBW * 1e9) * 1e3
+	info, _ := dev.Info()
+	b.Logf("%s: copy bandwidth %.0f GB/s, floor %.3f ms/step, %d KV blocks", info.Name, copyBW, floorMS, dev.NumBlocks())
+	clock := &benchClock{}
+	e, err := engine.New(engine.Config{Slots: maxBatch, TokenBudget: 512, NumBlocks: dev.NumBlocks(), BlockSize: dev.BlockSize(),
+		Vocab: m.Vocab, Context: ctx, Allocator: dev.Allocator(), StepHook: clock.hook}, dev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := e.Close(); err != nil {
+			b.Error(err)
+		}
+	}()
+	const warm = 16
+	for _, batch := range []int{1, 16, 64, 256} {
+		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
+			perSeq := dev.NumBlocks() / batch * 16
+			steps := max(1, min(b.N, ctx-warm-64, perSeq-warm-64))
+			clock.reset(warm, batch)
+			p := sample.Defaults()
+			p.Temperature, p.MaxTokens = 0, warm+steps+8
+			streams := make([]*engine.Stream, batch)
+			for i := range streams {
+				s, err := e.Submit(context.Background(), engine.Request{Prompt: []int32{int32(i % m.Vocab), 1, 2, 3}, Params: p, IgnoreEOS: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				streams[i] = s
+			}
+			b.ResetTimer()
+			for _, s := range streams {
+				if _, err := drain(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			clock.mu.Lock()
+			n, ns := clock.measured, float64(clock.t1-clock.t0)
+			clock.mu.Unlock()
+			if n == 0 {
+				b.Skip("no full-batch step measured (b.N too small)")
+			}
+			stepMS := ns / 1e6 / float64(n)
+			b.ReportMetric(stepMS, "ms/step")
+			b.ReportMetric(float64(batch)/(stepMS/1e3), "tok/s")
+			b.ReportMetric(weights/(stepMS/1e3)/1e9, "weight-GB/s")
+			b.ReportMetric(copyBW, "copy-GB/s")
+			b.ReportMetric(floorMS, "floor-ms")
+			b.ReportMetric(stepMS/floorMS, "x-floor")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
