@@ -1,0 +1,149 @@
+/* ringlm_cuda.h: the C ABI of libringlm_cuda.so, the CUDA device.
+ *
+ * Go (package kernels/cuda) loads the library with dlopen and calls these
+ * functions through dlsym'd pointers; nothing here needs CUDA headers, so
+ * cgo builds without the CUDA toolkit.
+ *
+ * Life of a device:
+ *   rlm_create   uploads the weights (from the mmap'd GGUF) and allocates
+ *                the KV pool and the work buffers, all in VRAM;
+ *   rlm_host_alloc gives the pinned, mapped memory that holds the arena;
+ *   rlm_start    launches the persistent kernel on the arena (once);
+ *   rlm_wait     blocks until the kernel has exited (after STOP, or a fault);
+ *   rlm_destroy  frees everything.
+ * Functions return 0 on success and a negative value on failure, with a
+ * message (NUL-terminated, truncated to errlen) in err.
+ */
+#ifndef RINGLM_CUDA_H
+#define RINGLM_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RLM_CUDA_ABI 1
+
+/* ggml type ids of the weights the device reads. */
+#define RLM_TYPE_F32 0
+#define RLM_TYPE_F16 1
+#define RLM_TYPE_Q8_0 8
+#define RLM_TYPE_BF16 30
+
+/* A weight matrix in host memory (the GGUF mapping): rows × cols elements,
+ * row-major, ggml-encoded in type. data NULL: absent. */
+typedef struct rlm_matrix {
+  const void *data;
+  uint64_t bytes;
+  uint32_t type;
+  uint32_t rows;
+  uint32_t cols;
+  uint32_t pad_;
+} rlm_matrix;
+
+/* One transformer block. Vectors are float32 arrays in host memory (NULL:
+ * absent). Fused layouts (phi3): q holds the Q, K and V rows and k, v are
+ * absent; up holds the gate rows then the up rows and gate is absent. */
+typedef struct rlm_layer {
+  const float *attn_norm; /* dim */
+  rlm_matrix q, k, v;     /* q_dim × dim, kv_dim × dim, kv_dim × dim */
+  const float *q_bias;    /* q_dim, or NULL */
+  const float *k_bias;    /* kv_dim, or NULL */
+  const float *v_bias;    /* kv_dim, or NULL */
+  rlm_matrix out;         /* dim × q_dim */
+  const float *ffn_norm;  /* dim */
+  rlm_matrix gate, up;    /* ffn × dim each (or up: 2·ffn × dim, fused) */
+  rlm_matrix down;        /* dim × ffn */
+} rlm_layer;
+
+typedef struct rlm_model {
+  uint32_t abi; /* RLM_CUDA_ABI */
+  uint32_t n_layer;
+  uint32_t dim;
+  uint32_t n_head;
+  uint32_t n_kv_head;
+  uint32_t head_dim;
+  uint32_t ffn;
+  uint32_t vocab;
+  uint32_t rope_dim;  /* rotated dimensions of a head (≤ head_dim, even) */
+  uint32_t rope_neox; /* 1: pairs (i, i + rope_dim/2); 0: pairs (2i, 2i+1) */
+  float rope_base;
+  float rope_scale;         /* positions are multiplied by it (1 = none) */
+  float norm_eps;           /* RMSNorm epsilon */
+  uint32_t pad_;
+  const float *rope_factor; /* rope_dim/2 frequency divisors, or NULL */
+  rlm_matrix embed;         /* vocab × dim */
+  rlm_matrix output;        /* vocab × dim; data == embed.data when tied */
+  const float *out_norm;    /* dim */
+  const rlm_layer *layers;  /* n_layer */
+} rlm_model;
+
+typedef struct rlm_opts {
+  int32_t device;               /* CUDA ordinal */
+  uint32_t slots;               /* sequences at once */
+  uint32_t block_size;          /* KV positions per block */
+  uint32_t max_blocks_per_slot; /* block-table length: ceil(context / block_size) */
+  uint32_t max_step_tokens;     /* tokens in one STEP (the token budget) */
+  uint32_t num_blocks;          /* KV blocks; 0: as many as free memory allows */
+  uint64_t kv_max_bytes;        /* cap on the KV pool when num_blocks is 0 (0: none) */
+  uint32_t kv_type;             /* RLM_TYPE_F16 (only one for now) */
+  uint32_t grid_blocks;         /* persistent blocks; 0: one per SM × occupancy */
+} rlm_opts;
+
+typedef struct rlm_info {
+  char name[128];            /* the GPU's name */
+  int32_t sm_count;
+  int32_t grid_blocks;       /* blocks of the persistent kernel */
+  int32_t threads;           /* threads per block */
+  uint32_t num_blocks;       /* KV blocks allocated */
+  uint64_t weight_bytes;     /* VRAM taken by the weights */
+  uint64_t kv_bytes;         /* VRAM taken by the KV pool */
+  uint64_t work_bytes;       /* VRAM taken by activations, logits, state */
+  uint64_t free_bytes;       /* free VRAM after everything */
+  uint64_t total_bytes;      /* the GPU's memory */
+  uint64_t launches;         /* kernel launches since rlm_create */
+} rlm_info;
+
+typedef struct rlm_ctx rlm_ctx;
+
+/* rlm_probe: the number of CUDA devices (> 0), or a negative value and
+ * why there is none (no driver, no device). */
+int rlm_probe(char *err, size_t errlen);
+
+/* Pinned host memory, mapped into the device's address space
+ * (cudaHostAlloc with Mapped | Portable), zeroed. NULL on failure. */
+void *rlm_host_alloc(uint64_t bytes, char *err, size_t errlen);
+int rlm_host_free(void *p, char *err, size_t errlen);
+
+/* rlm_create uploads the model and allocates the KV pool. A model or pool
+ * that does not fit fails here with the sizes needed and free. */
+rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t errlen);
+int rlm_get_info(rlm_ctx *c, rlm_info *out);
+
+/* rlm_start launches the persistent kernel on an arena from
+ * rlm_host_alloc (header already written by the host). Once per context. */
+int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t errlen);
+
+/* rlm_wait blocks until the kernel exits: 0 after STOP, negative with the
+ * CUDA error otherwise. rlm_query does not block: 1 still running, 0
+ * exited cleanly, negative: failed. */
+int rlm_wait(rlm_ctx *c, char *err, size_t errlen);
+int rlm_query(rlm_ctx *c, char *err, size_t errlen);
+
+/* rlm_read_logits copies the float32 logits that the last executed STEP
+ * computed for its row-th sampling entry (entries with SAMPLE, in entry
+ * order) into out[0..vocab). Meant for tests, between steps. */
+int rlm_read_logits(rlm_ctx *c, uint32_t row, float *out, uint32_t n, char *err, size_t errlen);
+
+/* rlm_copy_bandwidth measures device-to-device copy bandwidth (GB/s, read
+ * plus write bytes per second) over a buffer of `bytes`. */
+int rlm_copy_bandwidth(rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size_t errlen);
+
+void rlm_destroy(rlm_ctx *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
