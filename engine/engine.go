@@ -138,10 +138,10 @@ type Engine struct {
 	running   []*seq
 	bySlot    []*seq
 	freeSlots []int
-	stepID    uint64
+	stepID    uint64 // id of the last STEP
 	inflight  int
 	stepRegs  map[uint64][]*seq // prompts to register when the step completes
-	hostSeq   uint64
+	hostSeq   uint64            // id of the last submit record, STEPs included
 	stopSent  bool
 	stopped   bool
 	ctrl      []ringbuf.SubmitRecord // CLOSE_SLOT records waiting for room

@@ -301,7 +301,11 @@ func (e *Engine) emit() {
 		}
 		ent.Put(ents[i*ringbuf.StepEntryWords:])
 	}
-	e.stepID++
+	// Step ids come from the counter of every other record's id (still
+	// strictly increasing), so a completion's id names one record: the
+	// ERROR of a failed step is never taken for its slot's failed OPEN.
+	e.hostSeq++
+	e.stepID = e.hostSeq
 	if len(sc.regs) > 0 {
 		e.stepRegs[e.stepID] = append([]*seq(nil), sc.regs...)
 	}
