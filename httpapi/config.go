@@ -19,6 +19,7 @@ type Config struct {
 
 	ChatTemplate string // force a chat format instead of detecting it from the GGUF
 
+	Device      string // auto, cpu or cuda ("" = auto)
 	Slots       int
 	TokenBudget int
 	KVBlocks    int
@@ -45,6 +46,7 @@ func DefaultConfig() Config {
 	return Config{
 		Host:            "127.0.0.1",
 		Port:            8080,
+		Device:          "auto",
 		Slots:           64,
 		TokenBudget:     512,
 		KVMemoryMiB:     1024,
@@ -79,11 +81,12 @@ func (c *Config) Settings() []Setting {
 		{"port", "RINGLM_PORT", "TCP `PORT` (0 picks a free one and logs it)", intVal{&c.Port, 0, 65535}},
 		{"api-key", "RINGLM_API_KEY", "require 'Authorization: Bearer `KEY`' on /v1/*, /execute and /cancel (/health and /metrics stay open)", strVal{&c.APIKey}},
 		{"chat-template", "RINGLM_CHAT_TEMPLATE", "chat `FORMAT` to use instead of the GGUF's: chatml, llama3, llama2, mistral, phi3", strVal{&c.ChatTemplate}},
+		{"device", "RINGLM_DEVICE", "`DEVICE` that runs the model: auto (cuda when libringlm_cuda.so loads and sees a GPU, else cpu; the log says which and why), cpu, or cuda (an error if unusable)", strVal{&c.Device}},
 		{"slots", "RINGLM_SLOTS", "`N` sequences decoded together (engine slots)", intVal{&c.Slots, 1, 4096}},
 		{"token-budget", "RINGLM_TOKEN_BUDGET", "`N` tokens per engine step, prefill and decode together", intVal{&c.TokenBudget, 1, 1 << 20}},
 		{"kv-blocks", "RINGLM_KV_BLOCKS", "`N` KV cache blocks of 16 positions (0: size from --kv-memory)", intVal{&c.KVBlocks, 0, 1 << 26}},
-		{"kv-memory", "RINGLM_KV_MEMORY", "KV cache size in `MiB` when --kv-blocks is 0 (capped at slots × context)", intVal{&c.KVMemoryMiB, 1, 1 << 24}},
-		{"kv-type", "RINGLM_KV_TYPE", "KV cache element `TYPE`: f16 or f32", strVal{&c.KVType}},
+		{"kv-memory", "RINGLM_KV_MEMORY", "KV cache size in `MiB` when --kv-blocks is 0 (capped at slots × context; on cuda also by free GPU memory)", intVal{&c.KVMemoryMiB, 1, 1 << 24}},
+		{"kv-type", "RINGLM_KV_TYPE", "KV cache element `TYPE`: f16 or f32 (cpu only; cuda keeps f16)", strVal{&c.KVType}},
 		{"prefix-cache", "RINGLM_PREFIX_CACHE", "reuse the KV blocks of prompt prefixes seen before", boolVal{&c.PrefixCache}},
 		{"max-queue", "RINGLM_MAX_QUEUE", "`N` requests waiting for a slot before new ones get 503", intVal{&c.MaxQueue, 1, 1 << 20}},
 		{"max-body", "RINGLM_MAX_BODY", "largest request body in `BYTES` (larger ones get 413)", intVal{&c.MaxBody, 1 << 10, 1 << 30}},
@@ -115,6 +118,12 @@ func (c *Config) Register(fs *flag.FlagSet, getenv func(string) string) error {
 // Check rejects settings that no flag parser can: enumerations and
 // combinations.
 func (c *Config) Check() error {
+	if err := CheckDevice(c.Device); err != nil {
+		return err
+	}
+	if c.Device == "cuda" && c.KVType != "f16" {
+		return fmt.Errorf("--kv-type %s: the cuda device keeps an f16 KV cache", c.KVType)
+	}
 	switch c.KVType {
 	case "f16", "f32":
 	default:
@@ -129,6 +138,16 @@ func (c *Config) Check() error {
 		return fmt.Errorf("timeouts must be positive")
 	}
 	return nil
+}
+
+// CheckDevice rejects a --device value other than auto, cpu or cuda ("" is
+// auto).
+func CheckDevice(d string) error {
+	switch d {
+	case "", "auto", "cpu", "cuda":
+		return nil
+	}
+	return fmt.Errorf("--device must be auto, cpu or cuda, got %q", d)
 }
 
 type strVal struct{ p *string }

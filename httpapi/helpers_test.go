@@ -95,6 +95,7 @@ func (s *syncBuffer) String() string {
 
 func testConfig() Config {
 	cfg := DefaultConfig()
+	cfg.Device = "cpu" // the same device (and outputs) with or without a GPU; device_test.go covers the others
 	cfg.Slots = 8
 	cfg.KVBlocks = 256
 	cfg.MaxBody = 1 << 20

@@ -18,7 +18,7 @@ type command struct {
 
 var commands = map[string]command{
 	"synth":    {"write a synthetic GGUF model (real architecture shapes, seeded random weights)", runSynth},
-	"run":      {"generate text from a prompt on the CPU, streaming it as it is sampled", runRun},
+	"run":      {"generate text from a prompt (CPU or CUDA GPU), streaming it as it is sampled", runRun},
 	"tokenize": {"print the token ids and pieces of a text (or --jsonl for scripts)", runTokenize},
 	"show":     {"print a GGUF file's metadata, tensors and parameter count", runShow},
 	"serve":    {"serve the OpenAI-compatible and native HTTP API (see serve -h)", runServe},

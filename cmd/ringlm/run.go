@@ -24,7 +24,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 }
 
 func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "run -m FILE [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--template NAME]]", stderr)
+	fs := newFlagSet("run", "run -m FILE [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--template NAME]] [--device auto|cpu|cuda]", stderr)
 	modelPath := fs.String("m", "", "GGUF model file (required)")
 	prompt := fs.String("p", "", "prompt (default: read from stdin)")
 	n := fs.Int("n", 128, "tokens to generate at most")
@@ -37,7 +37,8 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	useChat := fs.Bool("chat", false, "wrap the prompt in the model's chat template")
 	system := fs.String("system", "", "system message (with --chat)")
 	template := fs.String("template", "", "force a chat template: chatml, llama3, llama2, mistral, phi3")
-	kvType := fs.String("kv-type", "f16", "KV cache type: f32 or f16")
+	kvType := fs.String("kv-type", "f16", "KV cache type: f32 or f16 (f32 on the cpu device only)")
+	device := fs.String("device", envOr("RINGLM_DEVICE", "auto"), "device: auto (cuda when libringlm_cuda.so loads and sees a GPU, else cpu), cpu, cuda ($RINGLM_DEVICE)")
 	verbose := fs.Bool("verbose", true, "print token counts and speed at the end")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -55,6 +56,12 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	if *kvType != "f16" && *kvType != "f32" {
 		return usagef("--kv-type must be f32 or f16")
 	}
+	if err := httpapi.CheckDevice(*device); err != nil {
+		return usageError{err.Error()}
+	}
+	if *device == "cuda" && *kvType != "f16" {
+		return usagef("--kv-type %s: the cuda device keeps an f16 KV cache", *kvType)
+	}
 	if *prompt == "" {
 		b, err := io.ReadAll(io.LimitReader(stdin, 16<<20))
 		if err != nil {
@@ -64,10 +71,10 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	}
 
 	start := time.Now()
-	// The same wiring as the server (model, tokenizer, chat template, CPU
+	// The same wiring as the server (model, tokenizer, chat template,
 	// device, engine), with one slot.
 	lm, err := httpapi.Load(httpapi.LoadOptions{Config: httpapi.Config{Model: *modelPath, ChatTemplate: *template,
-		Slots: 1, KVType: *kvType, KVMemoryMiB: runKVMemoryMiB, MaxQueue: 1}, Log: zerolog.Nop()})
+		Device: *device, Slots: 1, KVType: *kvType, KVMemoryMiB: runKVMemoryMiB, MaxQueue: 1}, Log: zerolog.Nop()})
 	if err != nil {
 		return err
 	}
@@ -157,6 +164,13 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "finish reason = %s, seed = %d, device = %s\n", reason, *seed, eng.DeviceName())
 	}
 	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // runKVMemoryMiB bounds the KV cache of `ringlm run` (one sequence; the

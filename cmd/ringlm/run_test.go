@@ -17,6 +17,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("RINGLM_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// The same device, and outputs, with or without a GPU (device_test.go
+	// covers the others); RINGLM_DEVICE=cuda runs these tests on the GPU.
+	if os.Getenv("RINGLM_DEVICE") == "" {
+		os.Setenv("RINGLM_DEVICE", "cpu")
+	}
 	os.Exit(m.Run())
 }
 
