@@ -944,16 +944,16 @@ func TestDeviceInfo(t *testing.T) {
 // benchClock measures steps on the device clock (StepHook): the window
 // starts after `from` steps and ends at the last step with `full` entries.
 type benchClock struct {
-	mu                   sync.Mutex
-	steps, from, full    int
-	t0, t1               uint64
-	base, measured       int
-	firstStart, lastDone uint64
+	mu                sync.Mutex
+	steps, from, full int
+	t0, t1            uint64
+	base, measured    int
 }
 
 func (c *benchClock) reset(from, full int) {
 	c.mu.Lock()
-	*c = benchClock{from: from, full: full}
+	// Field by field: assigning *c would replace the held mutex.
+	c.steps, c.from, c.full, c.t0, c.t1, c.base, c.measured = 0, from, full, 0, 0, 0, 0
 	c.mu.Unlock()
 }
 
