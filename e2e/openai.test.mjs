@@ -134,7 +134,7 @@ test('seeds reproduce', async () => {
   assert.equal(a.system_fingerprint, b.system_fingerprint);
 });
 
-test('logprobs of the chosen tokens; alternatives are refused', async () => {
+test('logprobs of the chosen tokens', async () => {
   const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, logprobs: true });
   const content = r.choices[0].logprobs.content;
   assert.ok(content.length > 0);
@@ -142,11 +142,68 @@ test('logprobs of the chosen tokens; alternatives are refused', async () => {
     assert.equal(typeof t.token, 'string');
     assert.ok(t.logprob <= 0);
     assert.ok(Array.isArray(t.bytes));
+    assert.deepEqual(t.top_logprobs, []);
+  }
+});
+
+// checkTop checks one chat logprobs entry with n alternatives: OpenAI's
+// {token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}, most
+// likely first; greedy, the chosen token leads them.
+function checkTop(t, n, greedy) {
+  assert.equal(typeof t.token, 'string');
+  assert.ok(t.logprob <= 0);
+  assert.ok(Array.isArray(t.bytes));
+  assert.equal(t.top_logprobs.length, n, JSON.stringify(t));
+  let prev = 0;
+  for (const a of t.top_logprobs) {
+    assert.deepEqual(Object.keys(a).sort(), ['bytes', 'logprob', 'token']);
+    assert.equal(typeof a.token, 'string');
+    assert.ok(Array.isArray(a.bytes) && a.bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256));
+    assert.ok(a.logprob <= prev, `alternatives not sorted: ${JSON.stringify(t.top_logprobs)}`);
+    if (greedy) assert.ok(t.logprob >= a.logprob, `greedy token below an alternative: ${JSON.stringify(t)}`);
+    prev = a.logprob;
+  }
+  if (greedy) {
+    assert.equal(t.top_logprobs[0].token, t.token);
+    assert.equal(t.top_logprobs[0].logprob, t.logprob);
+  }
+}
+
+test('chat top_logprobs: 3, streaming and not', async () => {
+  const messages = [{ role: 'user', content: 'Say something about rings.' }];
+  for (const temperature of [0, 1]) {
+    const req = { model, messages, max_tokens: 8, temperature, seed: 5, logprobs: true, top_logprobs: 3 };
+    const r = await client.chat.completions.create(req);
+    const content = r.choices[0].logprobs.content;
+    assert.ok(content.length > 0);
+    for (const t of content) checkTop(t, 3, temperature === 0);
+
+    const stream = await client.chat.completions.create({ ...req, stream: true });
+    const streamed = [];
+    for await (const chunk of stream) {
+      for (const t of chunk.choices[0]?.logprobs?.content ?? []) {
+        checkTop(t, 3, temperature === 0);
+        streamed.push(t);
+      }
+    }
+    assert.deepEqual(streamed, content);
   }
   await assert.rejects(
-    client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 2 }),
-    (e) => e instanceof OpenAI.BadRequestError && /not supported/.test(e.message),
+    client.chat.completions.create({ model, messages, logprobs: true, top_logprobs: 21 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'top_logprobs',
   );
+});
+
+test('completions logprobs: 2 gives top_logprobs objects', async () => {
+  const r = await client.completions.create({ model, prompt, max_tokens: 6, temperature: 0, logprobs: 2 });
+  const lp = r.choices[0].logprobs;
+  assert.equal(lp.top_logprobs.length, lp.tokens.length);
+  lp.top_logprobs.forEach((m, i) => {
+    const keys = Object.keys(m);
+    assert.ok(keys.length >= 1 && keys.length <= 3, JSON.stringify(m));
+    assert.equal(m[lp.tokens[i]], lp.token_logprobs[i]);
+    for (const v of Object.values(m)) assert.ok(v <= lp.token_logprobs[i]);
+  });
 });
 
 test('an aborted stream cancels its request and frees its KV blocks', async () => {

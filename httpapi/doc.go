@@ -21,8 +21,19 @@
 // Settings (flags and RINGLM_* environment variables) are all listed in
 // Config.Settings with their defaults.
 //
-// Not supported yet (answered with a clear 400): logprobs of alternative
-// tokens (top_logprobs > 0, or logprobs > 0 in the legacy completions API),
-// because the device protocol returns only the chosen token's logprob;
-// echo, suffix, best_of != n, and non-text chat content parts.
+// Logprobs: the chosen token's log probability and up to 20 alternatives,
+// as the device computes them (sample/doc.go: log-softmax at temperature 1
+// after bias and penalties; the alternatives are the first tokens of the
+// sampler's order, most likely first). Chat (and /execute) take logprobs:
+// true and top_logprobs 0–20: each logprobs.content entry is {token,
+// logprob, bytes, top_logprobs: [{token, logprob, bytes}, …]}. The legacy
+// completions API takes logprobs 0–5: logprobs.top_logprobs holds one
+// object {text: logprob} per token with the alternatives and the chosen
+// token (up to logprobs+1 entries, as OpenAI documents; two tokens with the
+// same text share one key, the more likely one's), null for logprobs 0.
+// /execute's token events carry "top_logprobs": [{id, text, logprob}, …]
+// when asked. Streaming and non-streaming answers carry the same values.
+//
+// Not supported yet (answered with a clear 400): echo, suffix, best_of !=
+// n, and non-text chat content parts.
 package httpapi

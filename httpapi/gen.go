@@ -56,6 +56,7 @@ type job struct {
 	stream  bool
 	usage   bool // stream_options.include_usage
 	lp      bool // logprobs of the chosen tokens
+	top     int  // alternatives per token (top_logprobs; logprobs in the legacy API)
 	ignEOS  bool
 	log     zerolog.Logger
 	start   time.Time
@@ -96,6 +97,7 @@ type tokLP struct {
 	token   string
 	logprob float32
 	offset  int
+	top     []sample.TokenLogprob // the engine token's alternatives (engine.Token.Top)
 }
 
 // submit starts every choice on the engine. On error nothing stays

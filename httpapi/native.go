@@ -59,6 +59,22 @@ func (s *execSink) token(c *choice, text string, t engine.Token) error {
 		b = append(b, `,"logprob":`...)
 		b = appendFloat32(b, t.Logprob)
 	}
+	if s.j.top > 0 {
+		b = append(b, `,"top_logprobs":[`...)
+		for i, a := range t.Top() {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = appendInt(b, int64(a.Token))
+			b = append(b, `,"text":`...)
+			b = appendJSONString(b, tokenText(s.j.m.Tokenizer, a.Token))
+			b = append(b, `,"logprob":`...)
+			b = appendFloat32(b, a.Logprob)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	// Profiling timestamps, ns on the server's monotonic clock: when the
 	// engine received the token, and when the HTTP layer took it from the
 	// engine's stream. The difference to the client's receive time is

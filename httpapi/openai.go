@@ -174,7 +174,7 @@ type collector struct{ j *job }
 
 func (k collector) token(c *choice, text string, t engine.Token) error {
 	if k.j.lp && !isHidden(k.j.m.Tokenizer, t.ID) {
-		c.lps = append(c.lps, tokLP{token: tokenText(k.j.m.Tokenizer, t.ID), logprob: t.Logprob, offset: c.offset})
+		c.lps = append(c.lps, tokLP{token: tokenText(k.j.m.Tokenizer, t.ID), logprob: t.Logprob, offset: c.offset, top: t.Top()})
 	}
 	c.text = append(c.text, text...)
 	return nil
@@ -202,15 +202,34 @@ type usageJSON struct {
 type completionLogprobs struct {
 	Tokens        []string `json:"tokens"`
 	TokenLogprobs []jfloat `json:"token_logprobs"`
-	TopLogprobs   []any    `json:"top_logprobs"`
+	TopLogprobs   []topMap `json:"top_logprobs"` // null unless logprobs > 0
 	TextOffset    []int    `json:"text_offset"`
 }
 
+// topMap is one position of the legacy API's top_logprobs: an object
+// {text: logprob} of the alternatives, most likely first, and the chosen
+// token (OpenAI: "up to logprobs+1 elements"). Two alternatives with the
+// same text keep the first, more likely one: a JSON object has one value
+// per key.
+type topMap struct {
+	j  *job
+	lp *tokLP
+}
+
+func (m topMap) MarshalJSON() ([]byte, error) { return m.j.appendTopMap(nil, m.lp), nil }
+
 type chatLogprob struct {
-	Token       string   `json:"token"`
-	Logprob     jfloat   `json:"logprob"`
-	Bytes       []int    `json:"bytes"`
-	TopLogprobs []string `json:"top_logprobs"`
+	Token       string           `json:"token"`
+	Logprob     jfloat           `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+// chatTopLogprob is one of chat's top_logprobs.
+type chatTopLogprob struct {
+	Token   string `json:"token"`
+	Logprob jfloat `json:"logprob"`
+	Bytes   []int  `json:"bytes"`
 }
 
 type chatLogprobs struct {
@@ -255,7 +274,12 @@ func (j *job) responseJSON() []byte {
 			if j.lp {
 				lp := chatLogprobs{Content: make([]chatLogprob, 0, len(c.lps))}
 				for _, t := range c.lps {
-					lp.Content = append(lp.Content, chatLogprob{Token: t.token, Logprob: jfloat(t.logprob), Bytes: byteInts(t.token), TopLogprobs: []string{}})
+					top := make([]chatTopLogprob, len(t.top))
+					for i, a := range t.top {
+						text := tokenText(j.m.Tokenizer, a.Token)
+						top[i] = chatTopLogprob{Token: text, Logprob: jfloat(a.Logprob), Bytes: byteInts(text)}
+					}
+					lp.Content = append(lp.Content, chatLogprob{Token: t.token, Logprob: jfloat(t.logprob), Bytes: byteInts(t.token), TopLogprobs: top})
 				}
 				cj.Logprobs = lp
 			}
@@ -263,10 +287,14 @@ func (j *job) responseJSON() []byte {
 			cj.Text = &text
 			if j.lp {
 				lp := &completionLogprobs{}
-				for _, t := range c.lps {
+				for i := range c.lps {
+					t := &c.lps[i]
 					lp.Tokens = append(lp.Tokens, t.token)
 					lp.TokenLogprobs = append(lp.TokenLogprobs, jfloat(t.logprob))
 					lp.TextOffset = append(lp.TextOffset, t.offset)
+					if j.top > 0 {
+						lp.TopLogprobs = append(lp.TopLogprobs, topMap{j, t})
+					}
 				}
 				cj.Logprobs = lp
 			}
@@ -402,21 +430,73 @@ func (s *chunkSink) appendLogprobs(b []byte, lp *tokLP) []byte {
 		b = appendFloat32(b, lp.logprob)
 		b = append(b, `,"bytes":`...)
 		b = appendByteArray(b, lp.token)
-		return append(b, `,"top_logprobs":[]}]}`...)
+		b = append(b, `,"top_logprobs":[`...)
+		for i, a := range lp.top {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			text := tokenText(s.j.m.Tokenizer, a.Token)
+			b = append(b, `{"token":`...)
+			b = appendJSONString(b, text)
+			b = append(b, `,"logprob":`...)
+			b = appendFloat32(b, a.Logprob)
+			b = append(b, `,"bytes":`...)
+			b = appendByteArray(b, text)
+			b = append(b, '}')
+		}
+		return append(b, "]}]}"...)
 	}
 	b = append(b, `{"tokens":[`...)
 	b = appendJSONString(b, lp.token)
 	b = append(b, `],"token_logprobs":[`...)
 	b = appendFloat32(b, lp.logprob)
-	b = append(b, `],"top_logprobs":null,"text_offset":[`...)
+	b = append(b, `],"top_logprobs":`...)
+	if s.j.top > 0 {
+		b = append(b, '[')
+		b = s.j.appendTopMap(b, lp)
+		b = append(b, ']')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"text_offset":[`...)
 	b = appendInt(b, int64(lp.offset))
 	return append(b, "]}"...)
+}
+
+// appendTopMap writes one position of the legacy API's top_logprobs (see
+// topMap).
+func (j *job) appendTopMap(b []byte, lp *tokLP) []byte {
+	var seen [maxCompLogLPs + 1]string
+	n := 0
+	add := func(text string, logprob float32) {
+		for _, s := range seen[:n] {
+			if s == text {
+				return
+			}
+		}
+		if n < len(seen) {
+			seen[n] = text
+			n++
+		}
+		if n > 1 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, text)
+		b = append(b, ':')
+		b = appendFloat32(b, logprob)
+	}
+	b = append(b, '{')
+	for _, a := range lp.top[:min(len(lp.top), maxCompLogLPs)] {
+		add(tokenText(j.m.Tokenizer, a.Token), a.Logprob)
+	}
+	add(lp.token, lp.logprob)
+	return append(b, '}')
 }
 
 func (s *chunkSink) token(c *choice, text string, t engine.Token) error {
 	var lp *tokLP
 	if s.j.lp && !isHidden(s.j.m.Tokenizer, t.ID) {
-		lp = &tokLP{token: tokenText(s.j.m.Tokenizer, t.ID), logprob: t.Logprob, offset: c.offset}
+		lp = &tokLP{token: tokenText(s.j.m.Tokenizer, t.ID), logprob: t.Logprob, offset: c.offset, top: t.Top()}
 	}
 	s.chunk(c, deltaText, text, "", lp)
 	return s.err

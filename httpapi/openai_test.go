@@ -275,18 +275,4 @@ func TestLogprobs(t *testing.T) {
 	if n == 0 {
 		t.Errorf("no chat logprobs streamed")
 	}
-	// Alternatives are refused, not faked.
-	for _, body := range []map[string]any{
-		{"prompt": "x", "logprobs": 2},
-		{"messages": []map[string]any{{"role": "user", "content": "hi"}}, "logprobs": true, "top_logprobs": 3},
-	} {
-		ep := "/v1/completions"
-		if body["messages"] != nil {
-			ep = "/v1/chat/completions"
-		}
-		r := ts.post(ep, body)
-		if r.status != 400 || !strings.Contains(str(path(r.json(t), "error", "message")), "not supported") {
-			t.Errorf("%v: %d %s", body, r.status, r.body)
-		}
-	}
 }

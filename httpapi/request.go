@@ -262,7 +262,7 @@ func (s *Server) sampling(m *Model, k kind, rq *genRequest, j *job) (sample.Para
 	if err := s.logprobs(k, rq, &p); err != nil {
 		return p, err
 	}
-	j.lp = p.Logprobs
+	j.lp, j.top = p.Logprobs, p.TopLogprobs
 	if err := p.Validate(m.Engine.Config().Vocab); err != nil {
 		return p, submitError(err)
 	}
@@ -270,9 +270,9 @@ func (s *Server) sampling(m *Model, k kind, rq *genRequest, j *job) (sample.Para
 }
 
 // logprobs reads `logprobs`: an integer (0–5 alternatives) in the legacy
-// completions API, a boolean with `top_logprobs` in chat and /execute.
-// The device returns only the chosen token's logprob, so alternatives are
-// refused rather than faked.
+// completions API, a boolean with `top_logprobs` (0–20 alternatives) in
+// chat and /execute. The alternatives come from the device with each
+// token (sample.Params.TopLogprobs).
 func (s *Server) logprobs(k kind, rq *genRequest, p *sample.Params) *apiError {
 	raw := bytes.TrimSpace(rq.Logprobs)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -306,13 +306,7 @@ func (s *Server) logprobs(k kind, rq *genRequest, p *sample.Params) *apiError {
 			}
 		}
 	}
-	if top > 0 {
-		param := "top_logprobs"
-		if k == kindCompletion {
-			param = "logprobs"
-		}
-		return badRequest(param, "alternative tokens' logprobs are not supported yet: the device returns only the chosen token's logprob (use %s = 0)", param)
-	}
+	p.TopLogprobs = int(top)
 	return nil
 }
 
