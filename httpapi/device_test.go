@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -70,7 +71,8 @@ func TestLoadDevice(t *testing.T) {
 			t.Fatal("--device cuda loaded without CUDA")
 		}
 		msg := err.Error()
-		if !strings.HasPrefix(msg, "--device cuda is not usable: cuda: ") || strings.Contains(msg, "\n") || !strings.Contains(msg, "make cuda") {
+		if !strings.HasPrefix(msg, "--device cuda is not usable: "+avail.Error()) || strings.Contains(msg, "\n") ||
+			(errors.Is(avail, cuda.ErrNoLibrary) && !strings.Contains(msg, "make cuda")) {
 			t.Errorf("--device cuda without CUDA: %q", msg)
 		}
 		return

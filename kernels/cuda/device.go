@@ -7,11 +7,6 @@
 // why and the server falls back to the CPU device.
 package cuda
 
-/*
-#include "ringlm_cuda.h"
-*/
-import "C"
-
 import (
 	"errors"
 	"fmt"
@@ -40,7 +35,7 @@ type Info struct {
 // Device is the CUDA device. It implements engine.Device.
 type Device struct {
 	lib   *library
-	ctx   *C.rlm_ctx
+	ctx   unsafe.Pointer // rlm_ctx *
 	alloc *HostAllocator
 	opts  Options
 	info  Info
@@ -78,7 +73,7 @@ func openWith(l *library, m *model.Model, o Options) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, err := l.createCtx(d.model, d.opts)
+	ctx, err := l.createCtx(d)
 	d.free()
 	if err != nil {
 		return nil, err

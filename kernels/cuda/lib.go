@@ -28,7 +28,6 @@ static rlm_ctx *tr_create(void *f, const rlm_model *m, const rlm_opts *o, char *
 static int tr_get_info(void *f, rlm_ctx *c, rlm_info *out) { return ((rlm_get_info_fn)f)(c, out); }
 static int tr_start(void *f, rlm_ctx *c, void *arena, uint64_t bytes, char *err, size_t n) { return ((rlm_start_fn)f)(c, arena, bytes, err, n); }
 static int tr_wait(void *f, rlm_ctx *c, char *err, size_t n) { return ((rlm_wait_fn)f)(c, err, n); }
-static int tr_query(void *f, rlm_ctx *c, char *err, size_t n) { return ((rlm_wait_fn)f)(c, err, n); }
 static int tr_read_logits(void *f, rlm_ctx *c, uint32_t row, float *out, uint32_t cnt, char *err, size_t n) { return ((rlm_read_logits_fn)f)(c, row, out, cnt, err, n); }
 static int tr_copy_bandwidth(void *f, rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size_t n) { return ((rlm_copy_bandwidth_fn)f)(c, bytes, gbps, err, n); }
 static void tr_destroy(void *f, rlm_ctx *c) { ((rlm_destroy_fn)f)(c); }
@@ -53,21 +52,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"unsafe"
 )
 
-// LibName is the file name of the CUDA device library (`make cuda`).
-const LibName = "libringlm_cuda.so"
-
-// ABI is the version of ringlm_cuda.h this package was built against
-// (RLM_CUDA_ABI); the library checks it in rlm_create.
-const ABI = C.RLM_CUDA_ABI
-
 // errLen is the size of the error buffers handed to the library.
 const errLen = 1024
+
+// The header and this package must agree on the ABI version.
+const _ = uint8(ABI-C.RLM_CUDA_ABI) + uint8(C.RLM_CUDA_ABI-ABI)
 
 // library is an opened libringlm_cuda.so and its functions.
 type library struct {
@@ -94,118 +87,6 @@ func (l *library) symbols() []struct {
 		{"rlm_copy_bandwidth", &l.fnCopyBandwidth}, {"rlm_destroy", &l.fnDestroy},
 	}
 }
-
-var (
-	loadOnce sync.Once
-	theLib   *library
-	loadErr  error
-)
-
-// Available reports why the CUDA device cannot be used, or nil if it can:
-// the library was found, exports the whole ABI, and rlm_probe sees a GPU.
-// The library is loaded once per process; RINGLM_CUDA_LIB is read then.
-func Available() error {
-	_, err := lib()
-	return err
-}
-
-// Library is the path of the loaded library ("" until Available succeeds).
-func Library() string {
-	if l, err := lib(); err == nil {
-		return l.path
-	}
-	return ""
-}
-
-// Devices is the number of CUDA devices rlm_probe reported (0 when the
-// device is not available).
-func Devices() int {
-	if l, err := lib(); err == nil {
-		return l.devices
-	}
-	return 0
-}
-
-func lib() (*library, error) {
-	loadOnce.Do(func() {
-		theLib, loadErr = load(libCandidates(os.Getenv("RINGLM_CUDA_LIB"), executableDir(), cwd()))
-	})
-	return theLib, loadErr
-}
-
-func executableDir() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	if p, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = p
-	}
-	return filepath.Dir(exe)
-}
-
-func cwd() string {
-	d, _ := os.Getwd()
-	return d
-}
-
-// libCandidates is the search order: $RINGLM_CUDA_LIB, the executable's
-// directory, kernels/cuda under the working directory and under the
-// module root (the nearest parent holding ringlm's go.mod), then the bare
-// name for the dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache).
-func libCandidates(env, exeDir, wd string) []string {
-	var out []string
-	add := func(p string) {
-		for _, q := range out {
-			if q == p {
-				return
-			}
-		}
-		out = append(out, p)
-	}
-	if env != "" {
-		add(env)
-	}
-	if exeDir != "" {
-		add(filepath.Join(exeDir, LibName))
-	}
-	if wd != "" {
-		add(filepath.Join(wd, "kernels", "cuda", LibName))
-		if root := moduleRoot(wd); root != "" {
-			add(filepath.Join(root, "kernels", "cuda", LibName))
-		}
-	}
-	add(LibName)
-	return out
-}
-
-// moduleRoot walks up from dir to the directory whose go.mod declares
-// module ringlm, or returns "".
-func moduleRoot(dir string) string {
-	for d := dir; ; {
-		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && declaresRinglm(b) {
-			return d
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return ""
-		}
-		d = parent
-	}
-}
-
-func declaresRinglm(gomod []byte) bool {
-	for _, line := range strings.Split(string(gomod), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "module" && strings.Trim(f[1], `"`) == "ringlm" {
-			return true
-		}
-	}
-	return false
-}
-
-// ErrNoLibrary is wrapped when libringlm_cuda.so is found nowhere.
-var ErrNoLibrary = errors.New("cuda: " + LibName + " not found")
 
 // load opens the first candidate that exists and resolves the ABI. A path
 // that exists but does not load (a missing libcudart, a wrong ELF class)
@@ -283,11 +164,6 @@ func cerr(fn string, buf []C.char) error {
 	return fmt.Errorf("cuda: %s: %s", fn, oneLine(msg))
 }
 
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
-}
-
 // The calls below are the only places Go enters the library.
 
 func (l *library) hostAlloc(bytes uint64) (unsafe.Pointer, error) {
@@ -307,18 +183,21 @@ func (l *library) hostFree(p unsafe.Pointer) error {
 	return nil
 }
 
-func (l *library) createCtx(m *C.rlm_model, o *C.rlm_opts) (*C.rlm_ctx, error) {
+// Contexts travel as unsafe.Pointer (a C pointer), so that the code using
+// them builds without cgo too.
+
+func (l *library) createCtx(d *desc) (unsafe.Pointer, error) {
 	var errbuf [errLen]C.char
-	c := C.tr_create(l.fnCreate, m, o, &errbuf[0], errLen)
+	c := C.tr_create(l.fnCreate, d.model, d.opts, &errbuf[0], errLen)
 	if c == nil {
 		return nil, cerr("rlm_create", errbuf[:])
 	}
-	return c, nil
+	return unsafe.Pointer(c), nil
 }
 
-func (l *library) info(c *C.rlm_ctx) (Info, error) {
+func (l *library) info(ctx unsafe.Pointer) (Info, error) {
 	var in C.rlm_info
-	if C.tr_get_info(l.fnGetInfo, c, &in) < 0 {
+	if C.tr_get_info(l.fnGetInfo, (*C.rlm_ctx)(ctx), &in) < 0 {
 		return Info{}, errors.New("cuda: rlm_get_info failed")
 	}
 	return Info{
@@ -336,52 +215,39 @@ func (l *library) info(c *C.rlm_ctx) (Info, error) {
 	}, nil
 }
 
-func (l *library) startKernel(c *C.rlm_ctx, arena unsafe.Pointer, bytes uint64) error {
+func (l *library) startKernel(ctx unsafe.Pointer, arena unsafe.Pointer, bytes uint64) error {
 	var errbuf [errLen]C.char
-	if C.tr_start(l.fnStart, c, arena, C.uint64_t(bytes), &errbuf[0], errLen) < 0 {
+	if C.tr_start(l.fnStart, (*C.rlm_ctx)(ctx), arena, C.uint64_t(bytes), &errbuf[0], errLen) < 0 {
 		return cerr("rlm_start", errbuf[:])
 	}
 	return nil
 }
 
 // waitKernel blocks (in C, on its own thread) until the kernel exits.
-func (l *library) waitKernel(c *C.rlm_ctx) error {
+func (l *library) waitKernel(ctx unsafe.Pointer) error {
 	var errbuf [errLen]C.char
-	if C.tr_wait(l.fnWait, c, &errbuf[0], errLen) < 0 {
+	if C.tr_wait(l.fnWait, (*C.rlm_ctx)(ctx), &errbuf[0], errLen) < 0 {
 		return cerr("kernel", errbuf[:])
 	}
 	return nil
 }
 
-// queryKernel: running true while the kernel runs; err after a failure.
-func (l *library) queryKernel(c *C.rlm_ctx) (running bool, err error) {
+func (l *library) readLogits(ctx unsafe.Pointer, row int, dst []float32) error {
 	var errbuf [errLen]C.char
-	switch r := C.tr_query(l.fnQuery, c, &errbuf[0], errLen); {
-	case r > 0:
-		return true, nil
-	case r == 0:
-		return false, nil
-	default:
-		return false, cerr("kernel", errbuf[:])
-	}
-}
-
-func (l *library) readLogits(c *C.rlm_ctx, row int, dst []float32) error {
-	var errbuf [errLen]C.char
-	if C.tr_read_logits(l.fnReadLogits, c, C.uint32_t(row), (*C.float)(unsafe.Pointer(unsafe.SliceData(dst))),
+	if C.tr_read_logits(l.fnReadLogits, (*C.rlm_ctx)(ctx), C.uint32_t(row), (*C.float)(unsafe.Pointer(unsafe.SliceData(dst))),
 		C.uint32_t(len(dst)), &errbuf[0], errLen) < 0 {
 		return cerr("rlm_read_logits", errbuf[:])
 	}
 	return nil
 }
 
-func (l *library) copyBW(c *C.rlm_ctx, bytes uint64) (float64, error) {
+func (l *library) copyBW(ctx unsafe.Pointer, bytes uint64) (float64, error) {
 	var errbuf [errLen]C.char
 	var gbps C.double
-	if C.tr_copy_bandwidth(l.fnCopyBandwidth, c, C.uint64_t(bytes), &gbps, &errbuf[0], errLen) < 0 {
+	if C.tr_copy_bandwidth(l.fnCopyBandwidth, (*C.rlm_ctx)(ctx), C.uint64_t(bytes), &gbps, &errbuf[0], errLen) < 0 {
 		return 0, cerr("rlm_copy_bandwidth", errbuf[:])
 	}
 	return float64(gbps), nil
 }
 
-func (l *library) destroyCtx(c *C.rlm_ctx) { C.tr_destroy(l.fnDestroy, c) }
+func (l *library) destroyCtx(ctx unsafe.Pointer) { C.tr_destroy(l.fnDestroy, (*C.rlm_ctx)(ctx)) }
