@@ -199,7 +199,7 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 	case ringbuf.KindTopLogprobs:
 		// A dropped TOKEN's records are dropped too: topOpen is the
 		// sequence of the last TOKEN taken.
-		if s == nil || s != e.topOpen {
+		if s == nil || s != e.topOpen || len(s.pending) == 0 {
 			return
 		}
 		l := s.pending[len(s.pending)-1].top
@@ -345,23 +345,25 @@ func (e *Engine) deliver() {
 	e.dirty = e.dirty[:0]
 }
 
+// deliverHolding is deliver while topOpen's last token waits for its
+// alternatives: it stays pending, and topOpen stays dirty.
 func (e *Engine) deliverHolding() {
 	hold := e.topOpen
 	kept := e.dirty[:0]
 	for _, s := range e.dirty {
-		n := len(s.pending)
-		if s == hold {
-			n--
+		if s != hold || len(s.pending) == 0 {
+			if len(s.pending) > 0 {
+				s.stream.deliver(s.pending)
+				s.pending = s.pending[:0]
+			}
+			continue
 		}
+		n := len(s.pending) - 1
 		if n > 0 {
 			s.stream.deliver(s.pending[:n])
 		}
-		if s == hold {
-			s.pending = append(s.pending[:0], s.pending[n])
-			kept = append(kept, s)
-		} else {
-			s.pending = s.pending[:0]
-		}
+		s.pending = append(s.pending[:0], s.pending[n])
+		kept = append(kept, s)
 	}
 	e.dirty = kept
 }
