@@ -331,3 +331,33 @@ func TestTracker(t *testing.T) {
 		t.Fatal(dieReleased.String())
 	}
 }
+
+// TestFaultIdleResponder: after a fault the responder parks when nothing
+// comes, and still answers a request that arrives later.
+func TestFaultIdleResponder(t *testing.T) {
+	const slots, vocab = 4, 512
+	dev := newFakeDevice(slots, vocab, 0, dieAtStart)
+	defer close(dev.quit)
+	e, err := engine.New(engine.Config{Slots: slots, NumBlocks: 64, Vocab: vocab, Context: 512,
+		Allocator: ringbuf.HeapAllocator{}}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(activeFor + 100*time.Millisecond)
+	p := sample.Defaults()
+	p.MaxTokens = 4
+	t0 := time.Now()
+	s, err := e.Submit(context.Background(), engine.Request{Prompt: []int32{1, 2}, Params: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drain(s); !errors.Is(err, engine.ErrDevice) {
+		t.Fatalf("request after an idle fault: %v", err)
+	}
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("answered after %v", d)
+	}
+	if err := closeWithin(t, e, 10*time.Second); !errors.Is(err, errFakeFault) {
+		t.Fatalf("Close: %v", err)
+	}
+}

@@ -341,15 +341,31 @@ func (r *responder) serve() {
 	var rec ringbuf.SubmitRecord
 	var bo ringbuf.Backoff
 	bo.Max = pollMax
+	active := time.Now()
+	timer := time.NewTimer(idlePoll)
+	defer timer.Stop()
 	for {
 		if _, ok := a.NextSubmit(&rec); !ok {
-			if r.quitting() {
+			if time.Since(active) < activeFor {
+				if r.quitting() {
+					return
+				}
+				bo.Wait()
+				continue
+			}
+			// Idle: park until Notify, a tick, or quit.
+			timer.Reset(idlePoll)
+			select {
+			case <-r.s.notify:
+				active = time.Now()
+			case <-timer.C:
+			case <-r.s.quit:
 				return
 			}
-			bo.Wait()
 			continue
 		}
 		bo.Reset()
+		active = time.Now()
 		stop := false
 		switch rec.Op {
 		case ringbuf.OpOpenSlot:
