@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -91,9 +92,11 @@ struct Dev {
   float *bias_val;
   // step buffers
   int max_tok;
-  float *x, *xn, *q, *att, *h;  // [max_tok][dim | q_dim | q_dim | ffn]
+  float *x, *q, *att, *h;  // [max_tok][dim | q_dim | q_dim | ffn]
   int *t_slot, *t_pos, *t_id;   // per token
   int *r_tok, *r_slot;          // per sampling row: its token index and slot
+  int *r_fast;                  // per sampling row: greedy with nothing to adjust (argmax in the head phase)
+  unsigned long long *r_best;   // per sampling row: the head phase's largest order key
   unsigned long long *r_comp;   // per sampling row: its completion index
   float *logits;                // [slots][vocab]
   double *w_scr;                // [grid][vocab]
@@ -107,7 +110,23 @@ struct Dev {
   int n_tok, n_rows, stop, executed;
   unsigned long long step_id, step_start, sub_cons, cprod, ccons;
   int fault;  // a device-side invariant broke (detail for the host)
+  float *inv;  // [max(max_tok, slots)] RMSNorm factors when computed by a phase of their own
+  // RINGLM_CUDA_PROFILE=1: block 0 adds each phase's time (ns, grid barrier
+  // included) and prints the totals when the kernel stops.
+  int profile;
+  unsigned long long prof[12], prof_last;
 };
+
+__device__ __forceinline__ unsigned long long globaltimer();
+
+__device__ __forceinline__ void prof_mark(Dev &d, int phase) {
+  if (d.profile && blockIdx.x == 0 && threadIdx.x == 0) {
+    const unsigned long long now = globaltimer();
+    if (phase > 0) d.prof[phase] += now - d.prof_last;
+    else d.prof[11]++;
+    d.prof_last = now;
+  }
+}
 
 __device__ __forceinline__ unsigned long long globaltimer() {
   unsigned long long t;
@@ -198,37 +217,125 @@ __device__ unsigned long long block_min_u64(unsigned long long v, unsigned long 
   return t;
 }
 
-// RMSNorm of one row by one block: dst = w * (x * inv), the mean of squares
-// summed in float64 as the CPU does.
-__device__ void rmsnorm_row(const float *x, const float *w, float *dst, int n, float eps, double *sh) {
-  double ss = 0;
-  for (int i = threadIdx.x; i < n; i += kThreads) ss += (double)x[i] * (double)x[i];
-  ss = block_sum_d(ss, sh);
-  const float inv = (float)(1.0 / sqrt((double)((float)(ss / n) + eps)));
-  for (int i = threadIdx.x; i < n; i += kThreads) dst[i] = w[i] * (x[i] * inv);
+// ---------------------------------------------------------------- GEMV
+
+constexpr int kG = 4;          // 16-byte weight chunks a lane loads before using them
+constexpr int kFuseNorm = 16;  // up to this many tokens, every block computes the norms itself
+
+// An input of a matrix-vector phase: row t is x + (map ? map[t] : t) * ld;
+// with g set, the value used is g[c] * (x[c] * inv[t]) (RMSNorm on the fly,
+// the same float operations as the CPU's normalised copy).
+struct In {
+  const float *x;
+  int ld;
+  const float *g, *inv;
+  const int *map;
+};
+
+__device__ __forceinline__ uint4 ldw(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
 }
 
-// Dot products of weight rows r0 (and r1 ≥ 0) with up to kTokChunk input
-// rows in[t0..t0+nt) (stride ld): the warp's sums land in a0/a1 on every lane.
-__device__ __forceinline__ void dot_rows(const DMat &m, int r0, int r1, const float *in, int ld, int nt,
-                                         float *a0, float *a1) {
+template <int TY> struct WT;
+template <> struct WT<RLM_TYPE_BF16> {
+  static constexpr int E = 8, B = 2;
+  static __device__ __forceinline__ void cvt(uint4 v, float *f) {
+    const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float2 t = __bfloat1622float2(p[i]);
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    }
+  }
+};
+template <> struct WT<RLM_TYPE_F16> {
+  static constexpr int E = 8, B = 2;
+  static __device__ __forceinline__ void cvt(uint4 v, float *f) {
+    const __half2 *p = reinterpret_cast<const __half2 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float2 t = __half22float2(p[i]);
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    }
+  }
+};
+template <> struct WT<RLM_TYPE_F32> {
+  static constexpr int E = 4, B = 4;
+  static __device__ __forceinline__ void cvt(uint4 v, float *f) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
+  }
+};
+
+// Dot products of two weight rows (r0, r1) with input rows t0..t0+nt
+// (nt ≤ kTokChunk); every lane gets the sums.
+template <int TY>
+__device__ __forceinline__ void dot2_t(const DMat &m, int r0, int r1, const In &in, int t0, int nt,
+                                       float (&a0)[kTokChunk], float (&a1)[kTokChunk]) {
+  constexpr int E = WT<TY>::E, B = WT<TY>::B;
   const int lane = threadIdx.x & 31;
-  float s0[kTokChunk] = {0, 0, 0, 0}, s1[kTokChunk] = {0, 0, 0, 0};
-  for (int c = lane * 8; c < m.cols; c += 256) {
-    float w0[8], w1[8];
-    load8(m, r0, c, w0);
-    if (r1 >= 0) load8(m, r1, c, w1);
+  float s0[kTokChunk], s1[kTokChunk];
 #pragma unroll
-    for (int t = 0; t < kTokChunk; t++) {
-      if (t < nt) {
-        const float4 *xp = reinterpret_cast<const float4 *>(in + (size_t)t * ld + c);
-        const float4 xa = xp[0], xb = xp[1];
-        const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+  for (int t = 0; t < kTokChunk; t++) s0[t] = s1[t] = 0.f;
+  const char *w0 = reinterpret_cast<const char *>(m.w) + (size_t)r0 * m.cols * B;
+  const char *w1 = reinterpret_cast<const char *>(m.w) + (size_t)r1 * m.cols * B;
+  const float *xr[kTokChunk];
+  float inv[kTokChunk];
 #pragma unroll
-        for (int i = 0; i < 8; i++) s0[t] = fmaf(w0[i], xv[i], s0[t]);
-        if (r1 >= 0) {
+  for (int t = 0; t < kTokChunk; t++) {
+    const int tt = t0 + min(t, nt - 1);
+    xr[t] = in.x + (size_t)(in.map ? in.map[tt] : tt) * in.ld;
+    inv[t] = in.g ? in.inv[tt] : 1.f;
+  }
+  for (int c0 = lane * E; c0 < m.cols; c0 += 32 * E * kG) {
+    uint4 v0[kG], v1[kG];
 #pragma unroll
-          for (int i = 0; i < 8; i++) s1[t] = fmaf(w1[i], xv[i], s1[t]);
+    for (int g = 0; g < kG; g++) {
+      const int c = c0 + g * 32 * E;
+      if (c < m.cols) {
+        v0[g] = ldw(w0 + (size_t)c * B);
+        v1[g] = ldw(w1 + (size_t)c * B);
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kG; g++) {
+      const int c = c0 + g * 32 * E;
+      if (c >= m.cols) break;
+      float f0[E], f1[E], gg[E];
+      WT<TY>::cvt(v0[g], f0);
+      WT<TY>::cvt(v1[g], f1);
+      if (in.g) {
+#pragma unroll
+        for (int e = 0; e < E; e += 4) {
+          const float4 q = *reinterpret_cast<const float4 *>(in.g + c + e);
+          gg[e] = q.x; gg[e + 1] = q.y; gg[e + 2] = q.z; gg[e + 3] = q.w;
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kTokChunk; t++) {
+        if (t >= nt) break;
+        float xv[E];
+#pragma unroll
+        for (int e = 0; e < E; e += 4) {
+          const float4 q = *reinterpret_cast<const float4 *>(xr[t] + c + e);
+          xv[e] = q.x; xv[e + 1] = q.y; xv[e + 2] = q.z; xv[e + 3] = q.w;
+        }
+        if (in.g) {
+#pragma unroll
+          for (int e = 0; e < E; e++) xv[e] = gg[e] * (xv[e] * inv[t]);
+        }
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+          s0[t] = fmaf(f0[e], xv[e], s0[t]);
+          s1[t] = fmaf(f1[e], xv[e], s1[t]);
         }
       }
     }
@@ -236,28 +343,63 @@ __device__ __forceinline__ void dot_rows(const DMat &m, int r0, int r1, const fl
 #pragma unroll
   for (int t = 0; t < kTokChunk; t++) {
     a0[t] = warp_sum(s0[t]);
-    a1[t] = r1 >= 0 ? warp_sum(s1[t]) : 0.f;
+    a1[t] = warp_sum(s1[t]);
   }
+}
+
+__device__ __forceinline__ void dot2(const DMat &m, int r0, int r1, const In &in, int t0, int nt,
+                                     float (&a0)[kTokChunk], float (&a1)[kTokChunk]) {
+  if (m.type == RLM_TYPE_BF16) dot2_t<RLM_TYPE_BF16>(m, r0, r1, in, t0, nt, a0, a1);
+  else if (m.type == RLM_TYPE_F16) dot2_t<RLM_TYPE_F16>(m, r0, r1, in, t0, nt, a0, a1);
+  else dot2_t<RLM_TYPE_F32>(m, r0, r1, in, t0, nt, a0, a1);
+}
+
+// The RMSNorm factors of T rows of x (row map[t] when map is set). Few
+// rows: every block computes them into sh (no barrier). Many: one block per
+// row writes d.inv, then a grid barrier.
+__device__ const float *norm_factors(Dev &d, const float *x, int T, const int *map, float *sh, double *shd) {
+  auto one = [&](int t) {
+    const float *xr = x + (size_t)(map ? map[t] : t) * d.dim;
+    double ss = 0;
+    for (int i = threadIdx.x; i < d.dim; i += kThreads) ss += (double)xr[i] * (double)xr[i];
+    ss = block_sum_d(ss, shd);
+    return (float)(1.0 / sqrt((double)((float)(ss / d.dim) + d.eps)));
+  };
+  if (T <= kFuseNorm) {
+    for (int t = 0; t < T; t++) {
+      const float v = one(t);
+      if (threadIdx.x == 0) sh[t] = v;
+    }
+    __syncthreads();
+    return sh;
+  }
+  for (int t = blockIdx.x; t < T; t += gridDim.x) {
+    const float v = one(t);
+    if (threadIdx.x == 0) d.inv[t] = v;
+  }
+  cg::this_grid().sync();
+  return d.inv;
 }
 
 // ---------------------------------------------------------------- phases
 
+__device__ __forceinline__ unsigned long long keyof(float z, int id);
+__device__ __forceinline__ float clean(float z);
+
 __device__ __forceinline__ int gwarp() { return blockIdx.x * kWarps + (threadIdx.x >> 5); }
 __device__ __forceinline__ int nwarps() { return gridDim.x * kWarps; }
 
-// QKV: one warp per RoPE pair of rows (or one V row); rotated K and V go to
-// the paged cache, rotated Q to d.q.
-__device__ void phase_qkv(Dev &d, const DLayer &L, int layer) {
+// QKV: one warp per pair of rows (a RoPE pair, or two unrotated rows);
+// rotated K and V go to the paged cache, rotated Q to d.q.
+__device__ void phase_qkv(Dev &d, const DLayer &L, int layer, const In &in) {
   const int qd = d.n_head * d.hd, kvd = d.n_kv * d.hd, half = d.rope_dim / 2;
-  // Units: per head, half RoPE pairs + (hd - rope_dim) unrotated rows, for
-  // Q and K heads; then V rows.
-  const int per_head = half + (d.hd - d.rope_dim);
-  const int n_rot_units = (d.n_head + d.n_kv) * per_head;
-  const int units = n_rot_units + kvd;
+  const int per_head = half + (d.hd - d.rope_dim) / 2;
+  const int n_head_units = (d.n_head + d.n_kv) * per_head;
+  const int units = n_head_units + kvd / 2;
   const int T = d.n_tok;
   for (int u = gwarp(); u < units; u += nwarps()) {
-    int r0, r1 = -1, pair = -1;
-    if (u < n_rot_units) {
+    int r0, r1, pair = -1;
+    if (u < n_head_units) {
       const int head = u / per_head, k = u % per_head;
       const int base = head < d.n_head ? head * d.hd : qd + (head - d.n_head) * d.hd;
       if (k < half) {
@@ -265,17 +407,19 @@ __device__ void phase_qkv(Dev &d, const DLayer &L, int layer) {
         if (d.neox) { r0 = base + k; r1 = base + k + half; }
         else { r0 = base + 2 * k; r1 = base + 2 * k + 1; }
       } else {
-        r0 = base + d.rope_dim + (k - half);
+        r0 = base + d.rope_dim + 2 * (k - half);
+        r1 = r0 + 1;
       }
     } else {
-      r0 = qd + kvd + (u - n_rot_units);
+      r0 = qd + kvd + 2 * (u - n_head_units);
+      r1 = r0 + 1;
     }
     const float b0 = L.qkv_bias ? L.qkv_bias[r0] : 0.f;
-    const float b1 = (L.qkv_bias && r1 >= 0) ? L.qkv_bias[r1] : 0.f;
+    const float b1 = L.qkv_bias ? L.qkv_bias[r1] : 0.f;
     for (int t0 = 0; t0 < T; t0 += kTokChunk) {
       const int nt = min(kTokChunk, T - t0);
       float a0[kTokChunk], a1[kTokChunk];
-      dot_rows(L.qkv, r0, r1, d.xn + (size_t)t0 * d.dim, d.dim, nt, a0, a1);
+      dot2(L.qkv, r0, r1, in, t0, nt, a0, a1);
       if ((threadIdx.x & 31) != 0) continue;
       for (int i = 0; i < nt; i++) {
         const int t = t0 + i;
@@ -291,73 +435,148 @@ __device__ void phase_qkv(Dev &d, const DLayer &L, int layer) {
         const int slot = d.t_slot[t];
         if (r0 < qd) {
           d.q[(size_t)t * qd + r0] = v0;
-          if (r1 >= 0) d.q[(size_t)t * qd + r1] = v1;
+          d.q[(size_t)t * qd + r1] = v1;
           continue;
         }
         const bool isv = r0 >= qd + kvd;
-        const int rr0 = r0 - qd - (isv ? kvd : 0);
+        const int rr0 = r0 - qd - (isv ? kvd : 0), rr1 = r1 - qd - (isv ? kvd : 0);
         const int kvh = rr0 / d.hd;
         const int blk = d.btab[slot * d.max_bpb + pos / d.bs];
         __half *cache = isv ? d.vcache : d.kcache;
         const size_t base = ((((size_t)layer * d.num_blocks + blk) * d.n_kv + kvh) * d.bs + pos % d.bs) * d.hd;
         cache[base + rr0 % d.hd] = __float2half_rn(v0);
-        if (r1 >= 0) cache[base + (r1 - qd) % d.hd] = __float2half_rn(v1);
+        cache[base + rr1 % d.hd] = __float2half_rn(v1);
       }
     }
   }
 }
 
-// Attention: one warp per (token, query head), positions 0..pos of the
-// token's slot, online softmax in float32.
-__device__ void phase_attn(Dev &d, int layer, float *shq) {
+// Attention over positions 0..pos of the token's slot, in float32. A unit
+// is one (token, query head). The positions are cut into chunks of 32; a
+// warp scores a chunk (a key per lane), stages its values in shared memory
+// and produces the chunk's partial softmax (max, sum, weighted values);
+// the partials are folded into the result in chunk order. With no more
+// units than blocks, a whole block takes a unit and its warps compute 16
+// chunks at a time, which warp 0 folds in order; otherwise each warp takes
+// units of its own and folds as it goes. The fold order is the same either
+// way, so a token's attention does not depend on how many others there are.
+constexpr int kAttnWarpFloats = 128 + 32 * 128 / 2;  // query + a 32 × 128 float16 value tile
+constexpr int kAttnFoldFloats = kWarps * (2 + 128);  // the block's partials
+
+__device__ __forceinline__ void attn_fold(float &m, float &l, float (&acc)[4], float mc, float lc, const float (&ac)[4]) {
+  if (mc == -INFINITY) return;
+  const float M = fmaxf(m, mc);
+  const float a = m == -INFINITY ? 0.f : __expf(m - M), b = __expf(mc - M);
+  l = l * a + lc * b;
+#pragma unroll
+  for (int k = 0; k < 4; k++) acc[k] = acc[k] * a + ac[k] * b;
+  m = M;
+}
+
+// One chunk's partial: positions p0..p0+31 (those ≤ pos) of (layer, kvh).
+__device__ __forceinline__ void attn_chunk(const Dev &d, int layer, int kvh, const int *tab, int p0, int pos,
+                                           const float *q, __half *vt, float scale, float &mc, float &lc,
+                                           float (&ac)[4]) {
+  const int lane = threadIdx.x & 31, hd = d.hd;
+  const int p = p0 + lane;
+  float s = -INFINITY;
+  if (p <= pos) {
+    const int blk = tab[p / d.bs];
+    const size_t kbase = ((((size_t)layer * d.num_blocks + blk) * d.n_kv + kvh) * d.bs + p % d.bs) * hd;
+    const uint4 *k4 = reinterpret_cast<const uint4 *>(d.kcache + kbase);
+    const uint4 *v4 = reinterpret_cast<const uint4 *>(d.vcache + kbase);
+    uint4 *t4 = reinterpret_cast<uint4 *>(vt + lane * hd);
+    float dot = 0.f;
+    for (int i0 = 0; i0 < hd / 8; i0 += 8) {
+      uint4 kk[8], vv[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        if (i0 + i < hd / 8) {
+          kk[i] = k4[i0 + i];
+          vv[i] = v4[i0 + i];
+        }
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        if (i0 + i < hd / 8) {
+          float kf[8];
+          WT<RLM_TYPE_F16>::cvt(kk[i], kf);
+#pragma unroll
+          for (int e = 0; e < 8; e++) dot = fmaf(q[8 * (i0 + i) + e], kf[e], dot);
+          t4[i0 + i] = vv[i];
+        }
+    }
+    s = dot * scale;
+  }
+  __syncwarp();
+  float mx = s;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  mc = mx;
+#pragma unroll
+  for (int k = 0; k < 4; k++) ac[k] = 0.f;
+  if (mx == -INFINITY) {  // no position in this chunk
+    lc = 0.f;
+    return;
+  }
+  const float e = p <= pos ? __expf(s - mx) : 0.f;
+  lc = warp_sum(e);
+  const int np = min(32, pos - p0 + 1);
+  for (int j = 0; j < np; j++) {
+    const float ej = __shfl_sync(0xffffffffu, e, j);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const int dd = lane + 32 * k;
+      if (dd < hd) ac[k] = fmaf(ej, __half2float(vt[j * hd + dd]), ac[k]);
+    }
+  }
+  __syncwarp();
+}
+
+__device__ void phase_attn(Dev &d, int layer, float *sh) {
   const int T = d.n_tok, hd = d.hd, group = d.n_head / d.n_kv, qd = d.n_head * hd;
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
-  float *q = shq + wib * hd;  // this warp's query, scaled
+  float *q = sh + wib * kAttnWarpFloats;
+  __half *vt = reinterpret_cast<__half *>(q + 128);
+  float *pm = sh + kWarps * kAttnWarpFloats, *pl = pm + kWarps, *pa = pl + kWarps;  // pa: [kWarps][128]
   const float scale = (float)(1.0 / sqrt((double)hd));
-  for (int u = gwarp(); u < T * d.n_head; u += nwarps()) {
+  const int units = T * d.n_head;
+  const bool coop = units <= (int)gridDim.x;
+  const int u0 = coop ? blockIdx.x : gwarp(), ustep = coop ? gridDim.x : nwarps();
+  for (int u = u0; u < units; u += ustep) {
     const int t = u / d.n_head, h = u % d.n_head, kvh = h / group;
     const int slot = d.t_slot[t], pos = d.t_pos[t];
+    const int *tab = d.btab + slot * d.max_bpb;
     for (int i = lane; i < hd; i += 32) q[i] = d.q[(size_t)t * qd + h * hd + i];
     __syncwarp();
-    float m = -INFINITY, l = 0.f;
-    float acc[4] = {0, 0, 0, 0};  // dims lane, lane+32, lane+64, lane+96 (hd ≤ 128)
-    const int *tab = d.btab + slot * d.max_bpb;
-    for (int p0 = 0; p0 <= pos; p0 += 32) {
-      const int p = p0 + lane;
-      float s = -INFINITY;
-      size_t kbase = 0;
-      if (p <= pos) {
-        const int blk = tab[p / d.bs];
-        kbase = ((((size_t)layer * d.num_blocks + blk) * d.n_kv + kvh) * d.bs + p % d.bs) * hd;
-        const __half2 *k2 = reinterpret_cast<const __half2 *>(d.kcache + kbase);
-        float dot = 0.f;
-        for (int i = 0; i < hd / 2; i++) {
-          const float2 kv = __half22float2(k2[i]);
-          dot = fmaf(q[2 * i], kv.x, dot);
-          dot = fmaf(q[2 * i + 1], kv.y, dot);
-        }
-        s = dot * scale;
+    float m = -INFINITY, l = 0.f, acc[4] = {0, 0, 0, 0};  // dims lane + 32k (hd ≤ 128)
+    if (!coop) {
+      for (int p0 = 0; p0 <= pos; p0 += 32) {
+        float mc, lc, ac[4];
+        attn_chunk(d, layer, kvh, tab, p0, pos, q, vt, scale, mc, lc, ac);
+        attn_fold(m, l, acc, mc, lc, ac);
       }
-      float mx = s;
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      const float nm = fmaxf(m, mx);
-      const float corr = m == -INFINITY ? 0.f : __expf(m - nm);
-      const float e = p <= pos ? __expf(s - nm) : 0.f;
-      l = l * corr + warp_sum(e);
-#pragma unroll
-      for (int k = 0; k < 4; k++) acc[k] *= corr;
-      const int np = min(32, pos - p0 + 1);
-      for (int j = 0; j < np; j++) {
-        const float ej = __shfl_sync(0xffffffffu, e, j);
-        const size_t vb = __shfl_sync(0xffffffffu, kbase, j);
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const int dd = lane + 32 * k;
-          if (dd < hd) acc[k] = fmaf(ej, __half2float(d.vcache[vb + dd]), acc[k]);
+    } else {
+      for (int r0 = 0; r0 <= pos; r0 += 32 * kWarps) {
+        float mc, lc, ac[4];
+        attn_chunk(d, layer, kvh, tab, r0 + 32 * wib, pos, q, vt, scale, mc, lc, ac);
+        if (lane == 0) {
+          pm[wib] = mc;
+          pl[wib] = lc;
         }
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          if (lane + 32 * k < hd) pa[wib * 128 + lane + 32 * k] = ac[k];
+        __syncthreads();
+        if (wib == 0)
+          for (int w = 0; w < kWarps; w++) {
+            float aw[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) aw[k] = lane + 32 * k < hd ? pa[w * 128 + lane + 32 * k] : 0.f;
+            attn_fold(m, l, acc, pm[w], pl[w], aw);
+          }
+        __syncthreads();
       }
-      m = nm;
+      if (wib != 0) continue;
     }
     const float inv = 1.f / l;
 #pragma unroll
@@ -369,28 +588,32 @@ __device__ void phase_attn(Dev &d, int layer, float *shq) {
   }
 }
 
-// out[t][r] += W[r] · in[t]: one warp per row.
-__device__ void phase_residual(Dev &d, const DMat &W, const float *in, int ld) {
+// x[t][r] += W[r] · in[t]: one warp per pair of rows.
+__device__ void phase_residual(Dev &d, const DMat &W, const In &in) {
   const int T = d.n_tok;
-  for (int r = gwarp(); r < W.rows; r += nwarps()) {
+  for (int u = gwarp(); 2 * u < W.rows; u += nwarps()) {
+    const int r0 = 2 * u, r1 = min(2 * u + 1, W.rows - 1);
     for (int t0 = 0; t0 < T; t0 += kTokChunk) {
       const int nt = min(kTokChunk, T - t0);
       float a0[kTokChunk], a1[kTokChunk];
-      dot_rows(W, r, -1, in + (size_t)t0 * ld, ld, nt, a0, a1);
+      dot2(W, r0, r1, in, t0, nt, a0, a1);
       if ((threadIdx.x & 31) == 0)
-        for (int i = 0; i < nt; i++) d.x[(size_t)(t0 + i) * d.dim + r] += a0[i];
+        for (int i = 0; i < nt; i++) {
+          d.x[(size_t)(t0 + i) * d.dim + r0] += a0[i];
+          if (r1 != r0) d.x[(size_t)(t0 + i) * d.dim + r1] += a1[i];
+        }
     }
   }
 }
 
 // h[t][r] = silu(gate_r · xn[t]) * (up_r · xn[t]): one warp per row pair.
-__device__ void phase_ffn_up(Dev &d, const DLayer &L) {
+__device__ void phase_ffn_up(Dev &d, const DLayer &L, const In &in) {
   const int T = d.n_tok;
   for (int r = gwarp(); r < d.ffn; r += nwarps()) {
     for (int t0 = 0; t0 < T; t0 += kTokChunk) {
       const int nt = min(kTokChunk, T - t0);
       float g[kTokChunk], u[kTokChunk];
-      dot_rows(L.gu, r, r + d.ffn, d.xn + (size_t)t0 * d.dim, d.dim, nt, g, u);
+      dot2(L.gu, r, r + d.ffn, in, t0, nt, g, u);
       if ((threadIdx.x & 31) == 0)
         for (int i = 0; i < nt; i++) {
           const float s = g[i] / (1.f + (float)exp((double)-g[i]));
@@ -400,18 +623,37 @@ __device__ void phase_ffn_up(Dev &d, const DLayer &L) {
   }
 }
 
-// logits[row] = output · xn[row] for the sampling rows (xn holds their
-// final-normed states, row-major by sampling row).
-__device__ void phase_head(Dev &d) {
+// logits[row] = output · norm(x[r_tok[row]]) for the sampling rows. For
+// up to kBestRows rows it also finds each row's largest order key (the
+// greedy token, ties to the lower id): per block in shared memory, then one
+// atomicMax per block and row. A maximum does not depend on the order of
+// the updates, so this stays deterministic.
+constexpr int kBestRows = 256;
+
+__device__ void phase_head(Dev &d, const In &in, unsigned long long *sbest) {
   const int R = d.n_rows;
-  for (int r = gwarp(); r < d.vocab; r += nwarps()) {
+  const bool best = R <= kBestRows;
+  if (best) {
+    for (int i = threadIdx.x; i < R; i += kThreads) sbest[i] = 0;
+    __syncthreads();
+  }
+  for (int u = gwarp(); 2 * u < d.vocab; u += nwarps()) {
+    const int r0 = 2 * u, r1 = min(2 * u + 1, d.vocab - 1);
     for (int t0 = 0; t0 < R; t0 += kTokChunk) {
       const int nt = min(kTokChunk, R - t0);
       float a0[kTokChunk], a1[kTokChunk];
-      dot_rows(d.output, r, -1, d.xn + (size_t)t0 * d.dim, d.dim, nt, a0, a1);
+      dot2(d.output, r0, r1, in, t0, nt, a0, a1);
       if ((threadIdx.x & 31) == 0)
-        for (int i = 0; i < nt; i++) d.logits[(size_t)(t0 + i) * d.vocab + r] = a0[i];
+        for (int i = 0; i < nt; i++) {
+          d.logits[(size_t)(t0 + i) * d.vocab + r0] = a0[i];
+          if (r1 != r0) d.logits[(size_t)(t0 + i) * d.vocab + r1] = a1[i];
+          if (best) atomicMax(&sbest[t0 + i], umax64(keyof(clean(a0[i]), r0), keyof(clean(a1[i]), r1)));
+        }
     }
+  }
+  if (best) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < R; i += kThreads) atomicMax(&d.r_best[i], sbest[i]);
   }
 }
 
@@ -971,6 +1213,9 @@ __device__ void leader_fetch(Dev &d) {
             if (flags & RLM_ENTRY_SAMPLE) {
               d.r_tok[s_rows] = t0 + ntok - 1;
               d.r_slot[s_rows] = eslot;
+              d.r_best[s_rows] = 0;
+              d.r_fast[s_rows] = s.temperature == 0.f && s.n_bias == 0 && (s.rep_pen == 1.f || s.rep_last_n == 0) &&
+                                 s.presence == 0.f && s.frequency == 0.f && !(s.flags & RLM_SLOT_LOGPROBS);
               s_rows++;
             }
           }
@@ -1037,14 +1282,25 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
   __shared__ SampleShared ssh;
   __shared__ unsigned top_tok[RLM_MAX_TOP];
   __shared__ float top_lp[RLM_MAX_TOP];
-  extern __shared__ float shq[];  // kWarps × head_dim
+  extern __shared__ float shq[];  // kWarps × kAttnWarpFloats
+  __shared__ float sinv[kFuseNorm];
+  __shared__ unsigned long long sbest[kBestRows];
   for (;;) {
     if (blockIdx.x == 0) leader_fetch(d);
     grid.sync();
-    if (*(volatile int *)&d.stop) break;
+    if (*(volatile int *)&d.stop) {
+      if (d.profile && blockIdx.x == 0 && threadIdx.x == 0) {
+        const double n = d.prof[11] ? (double)d.prof[11] : 1.0;
+        printf("ringlm cuda profile: %llu steps; µs/step: embed %.1f qkv %.1f attn %.1f o %.1f ffn-up %.1f down %.1f head %.1f sample %.1f\n",
+               d.prof[11], d.prof[1] / n / 1e3, d.prof[2] / n / 1e3, d.prof[3] / n / 1e3, d.prof[4] / n / 1e3,
+               d.prof[5] / n / 1e3, d.prof[6] / n / 1e3, d.prof[7] / n / 1e3, d.prof[8] / n / 1e3);
+      }
+      break;
+    }
     const int T = *(volatile int *)&d.n_tok, R = *(volatile int *)&d.n_rows;
     if (T > 0) {
-      // embedding + first norm: one block per token
+      prof_mark(d, 0);
+      // embedding: one block per token
       for (int t = blockIdx.x; t < T; t += gridDim.x) {
         const int id = d.t_id[t];
         float *x = d.x + (size_t)t * d.dim;
@@ -1053,50 +1309,45 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
           load8(d.embed, id, c, f);
           for (int i = 0; i < 8; i++) x[c + i] = f[i];
         }
-        __syncthreads();
-        rmsnorm_row(x, d.layers[0].attn_norm, d.xn + (size_t)t * d.dim, d.dim, d.eps, shd);
-        __syncthreads();
       }
       grid.sync();
+      prof_mark(d, 1);
       for (int l = 0; l < d.n_layer; l++) {
         const DLayer &L = d.layers[l];
-        phase_qkv(d, L, l);
+        const float *inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
+        phase_qkv(d, L, l, In{d.x, d.dim, L.attn_norm, inv, nullptr});
         grid.sync();
+        prof_mark(d, 2);
         phase_attn(d, l, shq);
         grid.sync();
-        phase_residual(d, L.o, d.att, d.n_head * d.hd);
+        prof_mark(d, 3);
+        phase_residual(d, L.o, In{d.att, d.n_head * d.hd, nullptr, nullptr, nullptr});
         grid.sync();
-        for (int t = blockIdx.x; t < T; t += gridDim.x) {
-          rmsnorm_row(d.x + (size_t)t * d.dim, L.ffn_norm, d.xn + (size_t)t * d.dim, d.dim, d.eps, shd);
-          __syncthreads();
-        }
+        prof_mark(d, 4);
+        inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
+        phase_ffn_up(d, L, In{d.x, d.dim, L.ffn_norm, inv, nullptr});
         grid.sync();
-        phase_ffn_up(d, L);
+        prof_mark(d, 5);
+        phase_residual(d, L.down, In{d.h, d.ffn, nullptr, nullptr, nullptr});
         grid.sync();
-        phase_residual(d, L.down, d.h, d.ffn);
-        grid.sync();
-        if (l + 1 < d.n_layer) {
-          for (int t = blockIdx.x; t < T; t += gridDim.x) {
-            rmsnorm_row(d.x + (size_t)t * d.dim, d.layers[l + 1].attn_norm, d.xn + (size_t)t * d.dim, d.dim, d.eps, shd);
-            __syncthreads();
-          }
-        } else {
-          // Final norm of the sampling rows only, packed by row.
-          for (int r = blockIdx.x; r < R; r += gridDim.x) {
-            rmsnorm_row(d.x + (size_t)d.r_tok[r] * d.dim, d.out_norm, d.xn + (size_t)r * d.dim, d.dim, d.eps, shd);
-            __syncthreads();
-          }
-        }
-        grid.sync();
+        prof_mark(d, 6);
       }
       if (R > 0) {
-        phase_head(d);
+        const float *inv = norm_factors(d, d.x, R, d.r_tok, sinv, shd);
+        phase_head(d, In{d.x, d.dim, d.out_norm, inv, d.r_tok}, sbest);
         grid.sync();
+        prof_mark(d, 7);
         const rlm_header *h = (const rlm_header *)d.arena;
         for (int r = blockIdx.x; r < R; r += gridDim.x) {
           int tok;
           float lp;
-          sample_row(d, r, ssh, &tok, &lp, top_tok, top_lp);
+          if (d.r_fast[r] && R <= kBestRows) {  // greedy: the head phase found it
+            const unsigned long long k = d.r_best[r];
+            tok = (unsigned)(k >> 32) <= ordf(-INFINITY) ? 0 : idof(k);
+            lp = 0.f;
+          } else {
+            sample_row(d, r, ssh, &tok, &lp, top_tok, top_lp);
+          }
           if (threadIdx.x == 0) {
             Slot &s = d.slot[d.r_slot[r]];
             const int pos = s.pos;
@@ -1140,6 +1391,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
         }
       }
       grid.sync();
+      prof_mark(d, 8);
     }
     if (blockIdx.x == 0) leader_finish(d);
   }
@@ -1423,7 +1675,8 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   c->info.weight_bytes = wbytes;
 
   // Grid size: one block per SM (the kernel is written for 512 threads).
-  c->shmem = sizeof(float) * kWarps * 128;
+  c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);
+  CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->shmem));
   int per_sm = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, c->shmem));
   if (per_sm < 1) {
@@ -1456,7 +1709,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   DALLOC(d.bias_tok, int, (size_t)d.slots * kMaxBias);
   DALLOC(d.bias_val, float, (size_t)d.slots * kMaxBias);
   DALLOC(d.x, float, (size_t)T * d.dim);
-  DALLOC(d.xn, float, (size_t)max(T, d.slots) * d.dim);
+  DALLOC(d.inv, float, max(T, d.slots));
   DALLOC(d.q, float, (size_t)T * qd);
   DALLOC(d.att, float, (size_t)T * qd);
   DALLOC(d.h, float, (size_t)T * d.ffn);
@@ -1465,6 +1718,8 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   DALLOC(d.t_id, int, T);
   DALLOC(d.r_tok, int, d.slots);
   DALLOC(d.r_slot, int, d.slots);
+  DALLOC(d.r_fast, int, d.slots);
+  DALLOC(d.r_best, unsigned long long, d.slots);
   DALLOC(d.r_comp, unsigned long long, d.slots);
   DALLOC(d.logits, float, (size_t)d.slots * V);
   DALLOC(d.w_scr, double, (size_t)grid * V);
@@ -1525,6 +1780,12 @@ int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t e
   d.arena = (char *)dev_arena;
   d.n_tok = d.n_rows = d.stop = d.executed = 0;
   d.sub_cons = d.cprod = d.ccons = 0;
+  {
+    const char *pe = getenv("RINGLM_CUDA_PROFILE");
+    d.profile = pe && *pe && strcmp(pe, "0") != 0;
+    memset(d.prof, 0, sizeof d.prof);
+    d.prof_last = 0;
+  }
   if (!c->dptr) {
     cudaError_t ae;
     c->dptr = (Dev *)dalloc(c, sizeof(Dev), &ae);
