@@ -275,10 +275,11 @@ template <> struct WT<RLM_TYPE_F32> {
   }
 };
 
-// Dot products of two weight rows (r0, r1) with input rows t0..t0+nt
-// (nt ≤ kTokChunk); every lane gets the sums.
+// Dot products of two weight rows (r0, r1), columns [c_lo, c_hi), with
+// input rows t0..t0+nt (nt ≤ kTokChunk); every lane gets the sums. A lane
+// loads kG 16-byte chunks of each row before using them.
 template <int TY>
-__device__ __forceinline__ void dot2_t(const DMat &m, int r0, int r1, const In &in, int t0, int nt,
+__device__ __forceinline__ void dot2_t(const DMat &m, int r0, int r1, const In &in, int t0, int nt, int c_lo, int c_hi,
                                        float (&a0)[kTokChunk], float (&a1)[kTokChunk]) {
   constexpr int E = WT<TY>::E, B = WT<TY>::B;
   const int lane = threadIdx.x & 31;
@@ -295,12 +296,12 @@ __device__ __forceinline__ void dot2_t(const DMat &m, int r0, int r1, const In &
     xr[t] = in.x + (size_t)(in.map ? in.map[tt] : tt) * in.ld;
     inv[t] = in.g ? in.inv[tt] : 1.f;
   }
-  for (int c0 = lane * E; c0 < m.cols; c0 += 32 * E * kG) {
+  for (int c0 = c_lo + lane * E; c0 < c_hi; c0 += 32 * E * kG) {
     uint4 v0[kG], v1[kG];
 #pragma unroll
     for (int g = 0; g < kG; g++) {
       const int c = c0 + g * 32 * E;
-      if (c < m.cols) {
+      if (c < c_hi) {
         v0[g] = ldw(w0 + (size_t)c * B);
         v1[g] = ldw(w1 + (size_t)c * B);
       }
@@ -308,7 +309,7 @@ __device__ __forceinline__ void dot2_t(const DMat &m, int r0, int r1, const In &
 #pragma unroll
     for (int g = 0; g < kG; g++) {
       const int c = c0 + g * 32 * E;
-      if (c >= m.cols) break;
+      if (c >= c_hi) break;
       float f0[E], f1[E], gg[E];
       WT<TY>::cvt(v0[g], f0);
       WT<TY>::cvt(v1[g], f1);
@@ -347,11 +348,36 @@ __device__ __forceinline__ void dot2_t(const DMat &m, int r0, int r1, const In &
   }
 }
 
+__device__ __forceinline__ void dot2(const DMat &m, int r0, int r1, const In &in, int t0, int nt, int c_lo, int c_hi,
+                                     float (&a0)[kTokChunk], float (&a1)[kTokChunk]) {
+  if (m.type == RLM_TYPE_BF16) dot2_t<RLM_TYPE_BF16>(m, r0, r1, in, t0, nt, c_lo, c_hi, a0, a1);
+  else if (m.type == RLM_TYPE_F16) dot2_t<RLM_TYPE_F16>(m, r0, r1, in, t0, nt, c_lo, c_hi, a0, a1);
+  else dot2_t<RLM_TYPE_F32>(m, r0, r1, in, t0, nt, c_lo, c_hi, a0, a1);
+}
 __device__ __forceinline__ void dot2(const DMat &m, int r0, int r1, const In &in, int t0, int nt,
                                      float (&a0)[kTokChunk], float (&a1)[kTokChunk]) {
-  if (m.type == RLM_TYPE_BF16) dot2_t<RLM_TYPE_BF16>(m, r0, r1, in, t0, nt, a0, a1);
-  else if (m.type == RLM_TYPE_F16) dot2_t<RLM_TYPE_F16>(m, r0, r1, in, t0, nt, a0, a1);
-  else dot2_t<RLM_TYPE_F32>(m, r0, r1, in, t0, nt, a0, a1);
+  dot2(m, r0, r1, in, t0, nt, 0, m.cols, a0, a1);
+}
+
+// stage copies a phase's input rows, normalised where in.g is set, into
+// the block's shared memory when they fit (decode: up to kTokChunk rows),
+// so the matrix loops read them from shared memory and the norm is applied
+// once per block instead of once per weight row. Otherwise in is returned.
+__device__ In stage(const In &in, int T, int cols, float *smem, size_t cap) {
+  if (T > kTokChunk || (size_t)T * cols * sizeof(float) > cap) return in;
+  __syncthreads();  // the previous user of the shared memory is done
+  for (int t = 0; t < T; t++) {
+    const float *x = in.x + (size_t)(in.map ? in.map[t] : t) * in.ld;
+    float *dst = smem + (size_t)t * cols;
+    if (in.g) {
+      const float inv = in.inv[t];
+      for (int c = threadIdx.x; c < cols; c += kThreads) dst[c] = in.g[c] * (x[c] * inv);
+    } else {
+      for (int c = threadIdx.x; c < cols; c += kThreads) dst[c] = x[c];
+    }
+  }
+  __syncthreads();
+  return In{smem, cols, nullptr, nullptr, nullptr};
 }
 
 // The RMSNorm factors of T rows of x (row map[t] when map is set). Few
@@ -588,20 +614,52 @@ __device__ void phase_attn(Dev &d, int layer, float *sh) {
   }
 }
 
-// x[t][r] += W[r] · in[t]: one warp per pair of rows.
-__device__ void phase_residual(Dev &d, const DMat &W, const In &in) {
-  const int T = d.n_tok;
-  for (int u = gwarp(); 2 * u < W.rows; u += nwarps()) {
+// x[t][r] += W[r] · in[t]: one warp per pair of rows. When there are at
+// most half as many row pairs as warps (the output and down projections),
+// two warps of a block share a pair, each taking half of the columns, and
+// the first adds both halves in a fixed order: the split depends only on
+// the matrix and the grid, so results stay batch invariant.
+__device__ void phase_residual(Dev &d, const DMat &W, const In &in, float *part) {
+  const int T = d.n_tok, units = (W.rows + 1) / 2;
+  if (2 * units > nwarps()) {
+    for (int u = gwarp(); u < units; u += nwarps()) {
+      const int r0 = 2 * u, r1 = min(2 * u + 1, W.rows - 1);
+      for (int t0 = 0; t0 < T; t0 += kTokChunk) {
+        const int nt = min(kTokChunk, T - t0);
+        float a0[kTokChunk], a1[kTokChunk];
+        dot2(W, r0, r1, in, t0, nt, a0, a1);
+        if ((threadIdx.x & 31) == 0)
+          for (int i = 0; i < nt; i++) {
+            d.x[(size_t)(t0 + i) * d.dim + r0] += a0[i];
+            if (r1 != r0) d.x[(size_t)(t0 + i) * d.dim + r1] += a1[i];
+          }
+      }
+    }
+    return;
+  }
+  constexpr int per_block = kWarps / 2;
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, half = w / per_block, slotw = w % per_block;
+  const int split = (W.cols / 2 + 255) / 256 * 256;
+  for (int base = blockIdx.x * per_block; base < units; base += gridDim.x * per_block) {
+    const int u = base + slotw;
+    const bool ok = u < units;
     const int r0 = 2 * u, r1 = min(2 * u + 1, W.rows - 1);
     for (int t0 = 0; t0 < T; t0 += kTokChunk) {
       const int nt = min(kTokChunk, T - t0);
       float a0[kTokChunk], a1[kTokChunk];
-      dot2(W, r0, r1, in, t0, nt, a0, a1);
-      if ((threadIdx.x & 31) == 0)
+      if (ok) dot2(W, r0, r1, in, t0, nt, half ? split : 0, half ? W.cols : split, a0, a1);
+      if (ok && half == 1 && lane == 0)
         for (int i = 0; i < nt; i++) {
-          d.x[(size_t)(t0 + i) * d.dim + r0] += a0[i];
-          if (r1 != r0) d.x[(size_t)(t0 + i) * d.dim + r1] += a1[i];
+          part[(slotw * kTokChunk + i) * 2] = a0[i];
+          part[(slotw * kTokChunk + i) * 2 + 1] = a1[i];
         }
+      __syncthreads();
+      if (ok && half == 0 && lane == 0)
+        for (int i = 0; i < nt; i++) {
+          d.x[(size_t)(t0 + i) * d.dim + r0] += a0[i] + part[(slotw * kTokChunk + i) * 2];
+          if (r1 != r0) d.x[(size_t)(t0 + i) * d.dim + r1] += a1[i] + part[(slotw * kTokChunk + i) * 2 + 1];
+        }
+      __syncthreads();
     }
   }
 }
@@ -964,7 +1022,7 @@ __device__ void copy_run(Dev &d, const unsigned *stg, uint32_t off, uint32_t n, 
 // d.n_tok > 0 or d.n_rows ≥ 0 with the step set up) or STOP. Returns with
 // d.stop set, or a step described in d. Runs with all threads of block 0.
 __device__ void leader_fetch(Dev &d) {
-  __shared__ rlm_submit recs[kRecBatch];
+  __shared__ __align__(16) rlm_submit recs[kRecBatch];
   __shared__ unsigned long long s_prod;
   const rlm_header *h = (const rlm_header *)d.arena;
   Leader L{d, h, rlm_submit_ctl(d.arena, h), rlm_completion_ctl(d.arena, h), rlm_staging(d.arena, h)};
@@ -1282,8 +1340,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
   __shared__ SampleShared ssh;
   __shared__ unsigned top_tok[RLM_MAX_TOP];
   __shared__ float top_lp[RLM_MAX_TOP];
-  extern __shared__ float shq[];  // kWarps × kAttnWarpFloats
+  extern __shared__ __align__(16) float shq[];  // kWarps × kAttnWarpFloats
   __shared__ float sinv[kFuseNorm];
+  __shared__ float spart[kWarps * kTokChunk];
+  const size_t smem_cap = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);
   __shared__ unsigned long long sbest[kBestRows];
   for (;;) {
     if (blockIdx.x == 0) leader_fetch(d);
@@ -1315,26 +1375,26 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
       for (int l = 0; l < d.n_layer; l++) {
         const DLayer &L = d.layers[l];
         const float *inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
-        phase_qkv(d, L, l, In{d.x, d.dim, L.attn_norm, inv, nullptr});
+        phase_qkv(d, L, l, stage(In{d.x, d.dim, L.attn_norm, inv, nullptr}, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 2);
         phase_attn(d, l, shq);
         grid.sync();
         prof_mark(d, 3);
-        phase_residual(d, L.o, In{d.att, d.n_head * d.hd, nullptr, nullptr, nullptr});
+        phase_residual(d, L.o, stage(In{d.att, d.n_head * d.hd, nullptr, nullptr, nullptr}, T, d.n_head * d.hd, shq, smem_cap), spart);
         grid.sync();
         prof_mark(d, 4);
         inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
-        phase_ffn_up(d, L, In{d.x, d.dim, L.ffn_norm, inv, nullptr});
+        phase_ffn_up(d, L, stage(In{d.x, d.dim, L.ffn_norm, inv, nullptr}, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 5);
-        phase_residual(d, L.down, In{d.h, d.ffn, nullptr, nullptr, nullptr});
+        phase_residual(d, L.down, stage(In{d.h, d.ffn, nullptr, nullptr, nullptr}, T, d.ffn, shq, smem_cap), spart);
         grid.sync();
         prof_mark(d, 6);
       }
       if (R > 0) {
         const float *inv = norm_factors(d, d.x, R, d.r_tok, sinv, shd);
-        phase_head(d, In{d.x, d.dim, d.out_norm, inv, d.r_tok}, sbest);
+        phase_head(d, stage(In{d.x, d.dim, d.out_norm, inv, d.r_tok}, R, d.dim, shq, smem_cap), sbest);
         grid.sync();
         prof_mark(d, 7);
         const rlm_header *h = (const rlm_header *)d.arena;
