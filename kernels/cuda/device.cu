@@ -1571,7 +1571,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
            m->dim, m->ffn, m->n_head, m->n_kv_head, m->head_dim);
     return nullptr;
   }
-  if (o->kv_type != RLM_TYPE_F16 && o->kv_type != 0) {
+  if (o->kv_type != RLM_TYPE_F16) {
     seterr(err, errlen, "KV type %u: the CUDA device keeps a float16 KV cache", o->kv_type);
     return nullptr;
   }

@@ -26,7 +26,8 @@ extern "C" {
 
 #define RLM_CUDA_ABI 1
 
-/* ggml type ids of the weights the device reads. */
+/* ggml type ids. The device reads F32, F16 and BF16 weights (Q8_0 is
+ * refused by rlm_create for now) and keeps an F16 KV cache. */
 #define RLM_TYPE_F32 0
 #define RLM_TYPE_F16 1
 #define RLM_TYPE_Q8_0 8
@@ -88,7 +89,7 @@ typedef struct rlm_opts {
   uint32_t max_step_tokens;     /* tokens in one STEP (the token budget) */
   uint32_t num_blocks;          /* KV blocks; 0: as many as free memory allows */
   uint64_t kv_max_bytes;        /* cap on the KV pool when num_blocks is 0 (0: none) */
-  uint32_t kv_type;             /* RLM_TYPE_F16 (only one for now) */
+  uint32_t kv_type;             /* must be RLM_TYPE_F16 */
   uint32_t grid_blocks;         /* persistent blocks; 0: one per SM × occupancy */
 } rlm_opts;
 
@@ -123,7 +124,10 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
 int rlm_get_info(rlm_ctx *c, rlm_info *out);
 
 /* rlm_start launches the persistent kernel on an arena from
- * rlm_host_alloc (header already written by the host). Once per context. */
+ * rlm_host_alloc (header already written by the host). It may be called
+ * again only after rlm_wait returned 0 (a clean STOP). Setting
+ * RINGLM_CUDA_PROFILE=1 in the environment makes the kernel add up each
+ * phase's time and print the totals when it stops. */
 int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t errlen);
 
 /* rlm_wait blocks until the kernel exits: 0 after STOP, negative with the
@@ -132,15 +136,21 @@ int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t e
 int rlm_wait(rlm_ctx *c, char *err, size_t errlen);
 int rlm_query(rlm_ctx *c, char *err, size_t errlen);
 
-/* rlm_read_logits copies the float32 logits that the last executed STEP
- * computed for its row-th sampling entry (entries with SAMPLE, in entry
- * order) into out[0..vocab). Meant for tests, between steps. */
+/* rlm_read_logits copies the float32 logits that the last STEP with a
+ * sampling entry computed for its row-th sampling entry (entries with
+ * SAMPLE, in entry order) into out[0..n). The sampler cleans and adjusts
+ * them in place (bias, penalties), so they are the model's raw logits only
+ * for greedy rows without bias or penalties. Meant for tests, between
+ * steps (the kernel keeps running). */
 int rlm_read_logits(rlm_ctx *c, uint32_t row, float *out, uint32_t n, char *err, size_t errlen);
 
 /* rlm_copy_bandwidth measures device-to-device copy bandwidth (GB/s, read
- * plus write bytes per second) over a buffer of `bytes`. */
+ * plus write bytes per second) over a buffer of `bytes`. Call it before
+ * rlm_start: the persistent kernel would compete for the memory. */
 int rlm_copy_bandwidth(rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size_t errlen);
 
+/* rlm_destroy frees everything. If the kernel is still running it first
+ * waits for it to exit, so the host must have sent STOP. */
 void rlm_destroy(rlm_ctx *c);
 
 #ifdef __cplusplus
