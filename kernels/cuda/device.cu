@@ -111,6 +111,7 @@ struct Dev {
   unsigned long long step_id, step_start, sub_cons, cprod, ccons;
   int fault;  // a device-side invariant broke (detail for the host)
   float *inv;  // [max(max_tok, slots)] RMSNorm factors when computed by a phase of their own
+  float2 *rope_cs;  // [max_tok][64]: cos and sin of each token's RoPE angles, computed once per step
   // RINGLM_CUDA_PROFILE=1: block 0 adds each phase's time (ns, grid barrier
   // included) and prints the totals when the kernel stops.
   int profile;
@@ -452,8 +453,8 @@ __device__ void phase_qkv(Dev &d, const DLayer &L, int layer, const In &in) {
         float v0 = a0[i] + b0, v1 = a1[i] + b1;
         const int pos = d.t_pos[t];
         if (pair >= 0) {
-          const float a = ((float)pos * d.rope_scale) * d.inv_freq[pair];
-          const float c = (float)cos((double)a), s = (float)sin((double)a);
+          const float2 cs = d.rope_cs[t * 64 + pair];
+          const float c = cs.x, s = cs.y;
           const float x0 = v0, x1 = v1;
           v0 = x0 * c - x1 * s;
           v1 = x0 * s + x1 * c;
@@ -1360,8 +1361,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
     const int T = *(volatile int *)&d.n_tok, R = *(volatile int *)&d.n_rows;
     if (T > 0) {
       prof_mark(d, 0);
-      // embedding: one block per token
+      // embedding and RoPE angles: one block per token
       for (int t = blockIdx.x; t < T; t += gridDim.x) {
+        const int half = d.rope_dim / 2;
+        for (int i = threadIdx.x; i < half; i += kThreads) {
+          const float a = ((float)d.t_pos[t] * d.rope_scale) * d.inv_freq[i];
+          d.rope_cs[t * 64 + i] = make_float2((float)cos((double)a), (float)sin((double)a));
+        }
         const int id = d.t_id[t];
         float *x = d.x + (size_t)t * d.dim;
         for (int c = threadIdx.x * 8; c < d.dim; c += kThreads * 8) {
@@ -1770,6 +1776,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   DALLOC(d.bias_val, float, (size_t)d.slots * kMaxBias);
   DALLOC(d.x, float, (size_t)T * d.dim);
   DALLOC(d.inv, float, max(T, d.slots));
+  DALLOC(d.rope_cs, float2, (size_t)T * 64);
   DALLOC(d.q, float, (size_t)T * qd);
   DALLOC(d.att, float, (size_t)T * qd);
   DALLOC(d.h, float, (size_t)T * d.ffn);
