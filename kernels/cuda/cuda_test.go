@@ -735,6 +735,7 @@ func greedyCases(t *testing.T) []greedyCase {
 	return []greedyCase{
 		{"tiny-llama-f16", ll, gguf.TypeF16, []int{1, 7, 64}},
 		{"tiny-qwen2-bf16", qw, gguf.TypeBF16, []int{1, 7, 64}},
+		{"tiny-llama-q8_0", ll, gguf.TypeQ8_0, []int{1, 7, 64}},
 		{"wide-llama-bf16", wide, gguf.TypeBF16, []int{1, 7}},
 	}
 }

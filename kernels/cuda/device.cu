@@ -41,8 +41,9 @@ constexpr int kTokChunk = 4;    // tokens a warp multiplies per weight load
 constexpr int kRecBatch = 32;   // submit records copied at once
 
 struct DMat {
-  const void *w;
+  const void *w;  // Q8_0: the int8 quants, row-major
   int type, rows, cols;
+  const float *sc;  // Q8_0: one scale per 32 weights, [rows][cols/32]
 };
 
 struct DLayer {
@@ -158,6 +159,12 @@ __device__ __forceinline__ void load8(const DMat &m, int row, int col, float *f)
       f[2 * i] = t.x;
       f[2 * i + 1] = t.y;
     }
+  } else if (m.type == RLM_TYPE_Q8_0) {
+    const uint2 v = *reinterpret_cast<const uint2 *>(reinterpret_cast<const int8_t *>(m.w) + (size_t)row * m.cols + col);
+    const float s = m.sc[(size_t)row * (m.cols / 32) + col / 32];
+    const int8_t *q = reinterpret_cast<const int8_t *>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = s * (float)q[i];
   } else {  // F32
     const float4 *p = reinterpret_cast<const float4 *>(
         reinterpret_cast<const float *>(m.w) + (size_t)row * m.cols + col);
@@ -233,6 +240,12 @@ struct In {
   const int *map;
 };
 
+__device__ __forceinline__ uint4 ldw8(const void *p) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ uint4 ldw(const void *p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -264,6 +277,15 @@ template <> struct WT<RLM_TYPE_F16> {
       f[2 * i] = t.x;
       f[2 * i + 1] = t.y;
     }
+  }
+};
+template <> struct WT<RLM_TYPE_Q8_0> {
+  static constexpr int E = 8, B = 1;
+  // v.x, v.y hold 8 int8 quants; the scale is applied by the caller.
+  static __device__ __forceinline__ void cvt(uint4 v, float *f) {
+    const int8_t *q = reinterpret_cast<const int8_t *>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = (float)q[i];
   }
 };
 template <> struct WT<RLM_TYPE_F32> {
@@ -303,8 +325,13 @@ __device__ __forceinline__ void dot2_t(const DMat &m, int r0, int r1, const In &
     for (int g = 0; g < kG; g++) {
       const int c = c0 + g * 32 * E;
       if (c < c_hi) {
-        v0[g] = ldw(w0 + (size_t)c * B);
-        v1[g] = ldw(w1 + (size_t)c * B);
+        if (TY == RLM_TYPE_Q8_0) {
+          v0[g] = ldw8(w0 + (size_t)c);
+          v1[g] = ldw8(w1 + (size_t)c);
+        } else {
+          v0[g] = ldw(w0 + (size_t)c * B);
+          v1[g] = ldw(w1 + (size_t)c * B);
+        }
       }
     }
 #pragma unroll
@@ -314,6 +341,14 @@ __device__ __forceinline__ void dot2_t(const DMat &m, int r0, int r1, const In &
       float f0[E], f1[E], gg[E];
       WT<TY>::cvt(v0[g], f0);
       WT<TY>::cvt(v1[g], f1);
+      if (TY == RLM_TYPE_Q8_0) {  // weight = scale × quant, as the CPU dequantizes
+        const float sa = m.sc[(size_t)r0 * (m.cols / 32) + c / 32], sb = m.sc[(size_t)r1 * (m.cols / 32) + c / 32];
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+          f0[e] = sa * f0[e];
+          f1[e] = sb * f1[e];
+        }
+      }
       if (in.g) {
 #pragma unroll
         for (int e = 0; e < E; e += 4) {
@@ -353,6 +388,7 @@ __device__ __forceinline__ void dot2(const DMat &m, int r0, int r1, const In &in
                                      float (&a0)[kTokChunk], float (&a1)[kTokChunk]) {
   if (m.type == RLM_TYPE_BF16) dot2_t<RLM_TYPE_BF16>(m, r0, r1, in, t0, nt, c_lo, c_hi, a0, a1);
   else if (m.type == RLM_TYPE_F16) dot2_t<RLM_TYPE_F16>(m, r0, r1, in, t0, nt, c_lo, c_hi, a0, a1);
+  else if (m.type == RLM_TYPE_Q8_0) dot2_t<RLM_TYPE_Q8_0>(m, r0, r1, in, t0, nt, c_lo, c_hi, a0, a1);
   else dot2_t<RLM_TYPE_F32>(m, r0, r1, in, t0, nt, c_lo, c_hi, a0, a1);
 }
 __device__ __forceinline__ void dot2(const DMat &m, int r0, int r1, const In &in, int t0, int nt,
@@ -1498,11 +1534,14 @@ struct rlm_ctx {
   size_t shmem = 0;
 };
 
+// Bytes of n weights as the device keeps them (Q8_0: int8 quants plus a
+// float scale per 32).
 static size_t type_bytes(uint32_t t, uint64_t n) {
   switch (t) {
     case RLM_TYPE_F32: return n * 4;
     case RLM_TYPE_F16:
     case RLM_TYPE_BF16: return n * 2;
+    case RLM_TYPE_Q8_0: return n + n / 32 * 4;
   }
   return 0;
 }
@@ -1581,7 +1620,9 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     seterr(err, errlen, "KV type %u: the CUDA device keeps a float16 KV cache", o->kv_type);
     return nullptr;
   }
-  auto okType = [](uint32_t t) { return t == RLM_TYPE_F32 || t == RLM_TYPE_F16 || t == RLM_TYPE_BF16; };
+  auto okType = [](uint32_t t) {
+    return t == RLM_TYPE_F32 || t == RLM_TYPE_F16 || t == RLM_TYPE_BF16 || t == RLM_TYPE_Q8_0;
+  };
   rlm_ctx *c = new rlm_ctx();
   c->device = o->device;
   // From here failures must free c.
@@ -1638,11 +1679,46 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     for (int i = 0; i < np; i++) {
       if (!parts[i].data) continue;
       if (!okType(parts[i].type) || parts[i].type != type || parts[i].cols != cols) {
-        seterr(err, errlen, "%s: type %u / %u columns not supported by the CUDA device (F32, F16, BF16; one type per stack)",
+        seterr(err, errlen, "%s: type %u / %u columns not supported by the CUDA device (F32, F16, BF16, Q8_0; one type per stack)",
                what, parts[i].type, parts[i].cols);
         return false;
       }
       rows += parts[i].rows;
+    }
+    if (type == RLM_TYPE_Q8_0) {
+      // GGUF blocks of {f16 scale, 32 int8} become an int8 matrix and a
+      // float scale matrix, so the kernel loads aligned 8-byte runs.
+      if (cols % 32) {
+        seterr(err, errlen, "%s: Q8_0 rows of %u columns", what, cols);
+        return false;
+      }
+      const size_t nb = cols / 32;
+      int8_t *dq;
+      float *ds;
+      DALLOC_OR(dq, int8_t, (size_t)rows * cols, return false);
+      DALLOC_OR(ds, float, (size_t)rows * nb, return false);
+      size_t row = 0;
+      for (int i = 0; i < np; i++) {
+        if (!parts[i].data) continue;
+        const uint8_t *src = reinterpret_cast<const uint8_t *>(parts[i].data);
+        const size_t n = parts[i].rows;
+        std::vector<int8_t> q(n * cols);
+        std::vector<float> sc(n * nb);
+        for (size_t blk = 0; blk < n * nb; blk++) {
+          const uint8_t *p = src + blk * 34;
+          __half_raw hr;
+          hr.x = (unsigned short)(p[0] | (p[1] << 8));
+          sc[blk] = __half2float(__half(hr));
+          memcpy(&q[blk * 32], p + 2, 32);
+        }
+        if (!upload(q.data(), n * cols, dq + row * cols) || !upload(sc.data(), n * nb * 4, ds + row * nb)) {
+          seterr(err, errlen, "%s: upload failed", what);
+          return false;
+        }
+        row += n;
+      }
+      *out = DMat{dq, (int)type, (int)rows, (int)cols, ds};
+      return true;
     }
     char *dst;
     DALLOC_OR(dst, char, type_bytes(type, (uint64_t)rows * cols), return false);
@@ -1656,7 +1732,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
       }
       off += b;
     }
-    *out = DMat{dst, (int)type, (int)rows, (int)cols};
+    *out = DMat{dst, (int)type, (int)rows, (int)cols, nullptr};
     return true;
   };
   auto vec = [&](const float *src, size_t n, float **out) -> bool {

@@ -26,8 +26,9 @@ extern "C" {
 
 #define RLM_CUDA_ABI 1
 
-/* ggml type ids. The device reads F32, F16 and BF16 weights (Q8_0 is
- * refused by rlm_create for now) and keeps an F16 KV cache. */
+/* ggml type ids. The device reads F32, F16, BF16 and Q8_0 weights (Q8_0
+ * blocks become int8 quants plus float scales in VRAM) and keeps an F16 KV
+ * cache. */
 #define RLM_TYPE_F32 0
 #define RLM_TYPE_F16 1
 #define RLM_TYPE_Q8_0 8
