@@ -18,52 +18,117 @@ import (
 
 // stepClock measures steps on the device's own clock (StepHook), so the
 // figure does not depend on when a test goroutine gets to look.
+//
+// At step warm the hook holds the engine loop (only a benchmark may block
+// a StepHook) until the benchmark has collected the set-up garbage, read
+// the allocation counters and armed the window, so no step runs, and no
+// request uses up tokens, meanwhile. The window then opens at the first
+// step that holds the whole batch and closes want such steps later, or
+// early at a step that does not (a request ran out of tokens): only
+// steady state is timed.
 type stepClock struct {
-	mu           sync.Mutex
-	steps        int
-	from         int // steps before the measured window
-	t0, t1       uint64
-	entries0     int
-	fullEntries  int // entries of a full-batch step
-	measuredFull int
-	base         int // the step at t0
+	mu       sync.Mutex
+	steps    int // steps completed
+	full     int // entries of a full-batch step
+	maxSeen  int // most entries in one step
+	want     int // full-batch steps to measure
+	warm     int // the step at which the hook waits for resume
+	warmed   chan struct{}
+	resume   chan struct{}
+	armed    bool
+	open     bool
+	t0, t1   uint64
+	measured int           // full-batch steps in the window, ending at t1
+	done     chan struct{} // closed when the window closes
+	closed   bool
+	early    int // entries of the step that closed the window early, if one did
+}
+
+func newStepClock(full, want, warm int) *stepClock {
+	return &stepClock{full: full, want: want, warm: max(1, warm), warmed: make(chan struct{}),
+		resume: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (c *stepClock) hook(_ uint64, entries int, _, end uint64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.steps++
+	c.maxSeen = max(c.maxSeen, entries)
+	if c.steps == c.warm {
+		c.mu.Unlock()
+		close(c.warmed)
+		<-c.resume
+		return
+	}
+	defer c.mu.Unlock()
+	if !c.armed || c.closed {
+		return
+	}
+	full := entries >= c.full
 	switch {
-	case c.steps < c.from:
-	case c.t0 == 0:
-		c.t0, c.base = end, c.steps
-	case entries >= c.fullEntries:
-		// The window ends at the last full-batch step: the tail where
-		// requests finish one by one is not steady state.
-		c.t1, c.measuredFull = end, c.steps-c.base
+	case !c.open:
+		if full {
+			c.open, c.t0, c.t1 = true, end, end
+		}
+	case !full:
+		c.early = entries
+		c.close()
+	default:
+		c.t1 = end
+		c.measured++
+		if c.measured >= c.want {
+			c.close()
+		}
 	}
 }
 
-// benchDecode keeps batch requests decoding for b.N steps after a warm-up
-// and reports the device-clock time per full-batch step.
-func benchDecode(b *testing.B, newEngine func(hook func(uint64, int, uint64, uint64)) *Engine, batch, vocab int, readers bool) {
-	clock := &stepClock{from: 16, fullEntries: batch}
-	e := newEngine(clock.hook)
+func (c *stepClock) close() {
+	c.closed = true
+	close(c.done)
+}
+
+func (c *stepClock) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.steps
+}
+
+// decodeBench says how benchDecode runs.
+type decodeBench struct {
+	batch, vocab int
+	readers      bool // a reader goroutine per request, else one drainer
+	// warm is how many steps run before the window is armed: admission
+	// and the first growth of every buffer are over by then.
+	warm int
+	// slack is how many more tokens than warm + b.N each request may
+	// generate: room for admissions that straggle (a submitter that the
+	// Go scheduler holds back), so that the batch stays complete for b.N
+	// steps even then.
+	slack int
+}
+
+// benchDecode keeps batch requests decoding, times b.N full-batch steps
+// on the device clock after the warm-up and counts the allocations of the
+// steps run meanwhile; then it cancels the requests. newEngine gets the
+// step hook and the tokens each request generates at most.
+func benchDecode(b *testing.B, newEngine func(hook func(uint64, int, uint64, uint64), maxTokens int) *Engine, d decodeBench) {
+	clock := newStepClock(d.batch, b.N, d.warm)
+	maxTokens := d.warm + b.N + d.slack
+	e := newEngine(clock.hook, maxTokens)
 	defer e.Close()
 	p := sample.Defaults()
 	p.Temperature = 0
-	p.MaxTokens = b.N + clock.from + 8 + 256
+	p.MaxTokens = maxTokens
 	var done sync.WaitGroup
-	streams := make([]*Stream, batch)
+	streams := make([]*Stream, d.batch)
 	for i := range streams {
-		prompt := []int32{int32(i % vocab), 1, 2, 3}
+		prompt := []int32{int32(i % d.vocab), 1, 2, 3}
 		s, err := e.Submit(context.Background(), Request{Prompt: prompt, Params: p, IgnoreEOS: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		streams[i] = s
 	}
-	if readers {
+	if d.readers {
 		for _, s := range streams {
 			done.Add(1)
 			go func() { // a reader per request, as a server has
@@ -103,42 +168,56 @@ func benchDecode(b *testing.B, newEngine func(hook func(uint64, int, uint64, uin
 			}
 		}()
 	}
-	// Allocations are counted from a point well past admission and the
-	// first growth of every buffer: steady state.
-	steadyFrom := clock.from + 256
-	for {
-		clock.mu.Lock()
-		n := clock.steps
-		clock.mu.Unlock()
-		if n >= steadyFrom {
-			break
+	// All requests ended on their own: the window can close no later.
+	allEnded := make(chan struct{})
+	go func() {
+		for _, s := range streams {
+			<-s.Done()
 		}
-		time.Sleep(50 * time.Microsecond)
+		close(allEnded)
+	}()
+	select {
+	case <-clock.warmed:
+	case <-allEnded:
 	}
-	// Collect the set-up garbage now rather than during the rest of the run.
+	// The engine loop waits in the hook: collect the garbage of the
+	// set-up (and of the previous run) now rather than during the window.
 	runtime.GC()
-	clock.mu.Lock()
-	steps0 := clock.steps
-	clock.mu.Unlock()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	clock.mu.Lock()
+	steps0 := clock.steps
+	clock.armed = true
+	clock.mu.Unlock()
+	close(clock.resume)
 	b.ResetTimer()
-	for _, s := range streams {
-		<-s.Done()
+	select {
+	case <-clock.done:
+	case <-allEnded:
 	}
 	b.StopTimer()
 	runtime.ReadMemStats(&m1)
+	steps1 := clock.count()
+	for _, s := range streams {
+		s.Cancel()
+	}
 	done.Wait()
+	<-allEnded
 	clock.mu.Lock()
-	steps, ns := clock.measuredFull, float64(clock.t1-clock.t0)
-	total := clock.steps
+	steps, ns, maxSeen, early := clock.measured, float64(clock.t1-clock.t0), clock.maxSeen, clock.early
 	clock.mu.Unlock()
 	if steps == 0 {
-		b.Fatal("no full-batch step measured")
+		b.Fatalf("no full-batch step measured: %d steps, at most %d of %d entries in one", steps1, maxSeen, d.batch)
+	}
+	if steps < b.N {
+		b.Logf("only %d of %d full-batch steps measured: the window closed at a step of %d entries", steps, b.N, early)
+	}
+	if gcs := m1.NumGC - m0.NumGC; gcs > 0 {
+		b.Logf("%d GC cycles ran in the window", gcs)
 	}
 	b.ReportMetric(ns/1e3/float64(steps), "µs/step")
-	b.ReportMetric(float64(batch)*float64(steps)/(ns/1e9), "tok/s")
-	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(total-steps0), "allocs/step")
+	b.ReportMetric(float64(d.batch)*float64(steps)/(ns/1e9), "tok/s")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(max(1, steps1-steps0)), "allocs/step")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -152,10 +231,10 @@ func BenchmarkNullStep(b *testing.B) {
 				name = fmt.Sprintf("batch%d/readers", batch)
 			}
 			b.Run(name, func(b *testing.B) {
-				benchDecode(b, func(hook func(uint64, int, uint64, uint64)) *Engine {
-					return newNullEngine(b, Config{Slots: batch, NumBlocks: batch * (b.N/16 + 24), Vocab: 32000,
-						Context: b.N + 512, TokenBudget: 2 * batch, StepHook: hook})
-				}, batch, 32000, readers)
+				benchDecode(b, func(hook func(uint64, int, uint64, uint64), maxTokens int) *Engine {
+					return newNullEngine(b, Config{Slots: batch, NumBlocks: batch * ((maxTokens+4)/16 + 2), Vocab: 32000,
+						Context: maxTokens + 4, TokenBudget: 2 * batch, StepHook: hook})
+				}, decodeBench{batch: batch, vocab: 32000, readers: readers, warm: 16 + 256, slack: 2048})
 			})
 		}
 	}
@@ -184,8 +263,8 @@ func BenchmarkCPUDecode(b *testing.B) {
 	}
 	for _, batch := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
-			blocks := batch * ((b.N+320)/16 + 2)
-			benchDecode(b, func(hook func(uint64, int, uint64, uint64)) *Engine {
+			benchDecode(b, func(hook func(uint64, int, uint64, uint64), maxTokens int) *Engine {
+				blocks := batch * ((maxTokens+4)/16 + 2)
 				dev, err := cpu.New(m, gguf.TypeF16, blocks, 16, batch)
 				if err != nil {
 					b.Fatal(err)
@@ -196,7 +275,7 @@ func BenchmarkCPUDecode(b *testing.B) {
 					b.Fatal(err)
 				}
 				return e
-			}, batch, m.Vocab, true)
+			}, decodeBench{batch: batch, vocab: m.Vocab, readers: true, warm: 16, slack: 64})
 		})
 	}
 }
