@@ -145,7 +145,7 @@ type Engine struct {
 	stopSent  bool
 	stopped   bool
 	ctrl      []ringbuf.SubmitRecord // CLOSE_SLOT records waiting for room
-	now       time.Time              // when the current batch of completions was drained
+	now       int64                  // when the current batch of completions was drained (sinceEpoch)
 	genDelta  uint64                 // tokens received since stats were last published
 	dirty     []*seq                 // sequences with tokens to deliver after this drain
 	topOpen   *seq                   // its last TOKEN may still get TOP_LOGPROBS records

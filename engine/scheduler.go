@@ -24,7 +24,7 @@ func (e *Engine) loop() {
 	defer timer.Stop()
 	for !e.stopped {
 		progress := false
-		e.now = time.Now()
+		e.now = sinceEpoch()
 		// Read every published completion, then release them with one store.
 		for _, rec, ok := e.arena.Completion.Next(); ok; _, rec, ok = e.arena.Completion.Next() {
 			c.Get(rec)
@@ -185,7 +185,7 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 			e.tokenWithTop(s, c)
 			return
 		}
-		s.pending = append(s.pending, Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now})
+		s.pending = append(s.pending, Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), at: e.now})
 		switch c.Finish {
 		case ringbuf.FinishStop:
 			e.finish(s, FinishStop)
@@ -299,7 +299,7 @@ func (e *Engine) slotClosed(s *seq) {
 // delivered, may finish the sequence) only at the next record of another
 // kind (closeTop).
 func (e *Engine) tokenWithTop(s *seq, c *ringbuf.Completion) {
-	s.pending = append(s.pending, Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), Time: e.now,
+	s.pending = append(s.pending, Token{ID: int32(c.Token), Logprob: c.Logprob, Pos: int(c.Position), at: e.now,
 		top: s.topList()})
 	e.topOpen, s.pendFin = s, 0
 	switch {

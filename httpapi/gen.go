@@ -258,13 +258,13 @@ func (j *job) receiver() (next func() (*choice, []engine.Token, bool, error), st
 func (j *job) feed(c *choice, t engine.Token) (string, bool) {
 	c.tokens++
 	if !c.last.IsZero() {
-		gap := t.Time.Sub(c.last)
+		gap := t.Time().Sub(c.last)
 		j.s.met.itl.observe(gap)
 		if j.kind == kindExecute {
 			c.itl = append(c.itl, float32(gap.Seconds()*1e3))
 		}
 	}
-	c.last = t.Time
+	c.last = t.Time()
 	if isHidden(j.m.Tokenizer, t.ID) {
 		return "", false
 	}

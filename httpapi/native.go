@@ -80,7 +80,7 @@ func (s *execSink) token(c *choice, text string, t engine.Token) error {
 	// engine's stream. The difference to the client's receive time is
 	// what each side adds.
 	b = append(b, `,"t_engine_ns":`...)
-	b = appendInt(b, int64(t.Time.Sub(epoch)))
+	b = appendInt(b, int64(t.Time().Sub(epoch)))
 	b = append(b, `,"t_http_ns":`...)
 	b = appendInt(b, s.j.recvNS)
 	b = append(b, "}\n\n"...)
