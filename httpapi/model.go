@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +43,19 @@ type Model struct {
 	// fingerprint gives the same text.
 	Fingerprint string
 
+	// fault reports a device that died (a CUDA kernel fault: sticky for
+	// the process, so the server exits and its supervisor restarts it);
+	// nil for devices that cannot fault.
+	fault func() error
 	close func() error
+}
+
+// Fault is the device's error once it has failed for good, else nil.
+func (m *Model) Fault() error {
+	if m.fault == nil {
+		return nil
+	}
+	return m.fault()
 }
 
 // Close stops the engine and releases the model file.
@@ -134,6 +148,10 @@ func pickDevice(o LoadOptions, kvt gguf.Type) (string, error) {
 // free memory) allow, capped at every slot at full context.
 func openCUDA(mdl *model.Model, o LoadOptions, slots, bs int) (*cuda.Device, error) {
 	co := cuda.Options{Slots: slots, BlockSize: bs, Context: mdl.Context, MaxStepTokens: o.TokenBudget}
+	// Fault injection for the tests of fault handling: trap on that STEP.
+	if n, err := strconv.ParseUint(os.Getenv("RINGLM_CUDA_TRAP_STEP"), 10, 32); err == nil {
+		co.TrapStep = uint32(n)
+	}
 	if o.KVBlocks > 0 {
 		co.NumBlocks = o.KVBlocks
 	} else {
@@ -182,12 +200,13 @@ func build(f *gguf.File, o LoadOptions) (mm *Model, closeDev func() error, err e
 		dev    engine.Device
 		blocks int
 		alloc  = o.Allocator
+		fault  func() error
 	)
 	if kind == "cuda" {
 		cd, err := openCUDA(mdl, o, slots, bs)
 		switch {
 		case err == nil:
-			dev, blocks, alloc, closeDev = cd, cd.NumBlocks(), cd.Allocator(), cd.Close
+			dev, blocks, alloc, closeDev, fault = cd, cd.NumBlocks(), cd.Allocator(), cd.Close, cd.Fault
 		case o.Device == "cuda":
 			return nil, nil, err
 		default:
@@ -229,7 +248,7 @@ func build(f *gguf.File, o LoadOptions) (mm *Model, closeDev func() error, err e
 	}
 	general, _ := f.String("general.name")
 	base := strings.TrimSuffix(filepath.Base(o.Model), filepath.Ext(o.Model))
-	mm = &Model{Engine: eng, Tokenizer: tok, Context: mdl.Context, Created: time.Now().Unix()}
+	mm = &Model{Engine: eng, Tokenizer: tok, Context: mdl.Context, Created: time.Now().Unix(), fault: fault}
 	mm.Name, mm.Aliases = modelNames(o.ModelName, general, base, filepath.Base(o.Model))
 	switch {
 	case forced != nil:

@@ -226,6 +226,15 @@ func (s *Server) health(ctx *fasthttp.RequestCtx, r *req) {
 		ctx.SetBodyString(`{"status":"loading"}`)
 		return
 	}
+	if err := m.Fault(); err != nil {
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		b, _ := marshal(struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		}{"device_failed", err.Error()})
+		ctx.SetBody(b)
+		return
+	}
 	st := m.Engine.Stats()
 	cfg := m.Engine.Config()
 	total := st.Blocks.Free + st.Blocks.Used + st.Blocks.Idle

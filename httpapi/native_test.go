@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"regexp"
@@ -377,4 +378,20 @@ func TestShutdown(t *testing.T) {
 		}
 		waitNoLeaks(t, ts)
 	})
+}
+
+// A model whose device failed for good answers /health with 503 and the
+// device's error (ringlm serve then exits for its supervisor to restart).
+func TestHealthDeviceFailed(t *testing.T) {
+	ts := startServer(t, nil)
+	ts.m.fault = func() error { return errors.New("cuda: kernel: unspecified launch failure") }
+	r := ts.do("GET", "/health", nil)
+	v := r.json(t)
+	if r.status != 503 || str(v["status"]) != "device_failed" || !strings.Contains(str(v["error"]), "launch failure") {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	ts.m.fault = nil
+	if r := ts.do("GET", "/health", nil); r.status != 200 {
+		t.Fatalf("healthy again: %d %s", r.status, r.body)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -103,11 +104,26 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	srv.SetModel(m)
 	log.Info().Str("addr", addr).Str("model", m.Name).Dur("load", time.Since(start)).Msg("ready")
 
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		m.Close()
-		return err
+	// A device fault is sticky for the process (CUDA): requests already
+	// failed with the device's error; stop serving and exit non-zero so the
+	// supervisor (systemd, Kubernetes, a shell loop) starts a fresh process.
+	faultTick := time.NewTicker(200 * time.Millisecond)
+	defer faultTick.Stop()
+	var fault error
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case err := <-serveErr:
+			m.Close()
+			return err
+		case <-faultTick.C:
+			if fault = m.Fault(); fault != nil {
+				log.Error().Err(fault).Msg("the device failed; exiting so that a fresh process can start it again")
+				break wait
+			}
+		}
 	}
 	log.Info().Dur("deadline", cfg.ShutdownTimeout).Int("running", srv.Active()).Msg("shutting down: no new requests")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -120,6 +136,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		log.Warn().Err(cerr).Msg("closing the engine")
 	}
 	log.Info().Msg("stopped")
+	if fault != nil {
+		return fmt.Errorf("device failed: %w", fault)
+	}
 	return nil
 }
 

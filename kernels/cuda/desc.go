@@ -129,6 +129,7 @@ func newDesc(m *model.Model, o Options) (d *desc, err error) {
 	co.kv_max_bytes = C.uint64_t(o.KVMaxBytes)
 	co.kv_type = C.RLM_TYPE_F16
 	co.grid_blocks = C.uint32_t(o.GridBlocks)
+	co.trap_step = C.uint32_t(o.TrapStep)
 	return d, nil
 }
 

@@ -117,6 +117,7 @@ struct Dev {
   // included) and prints the totals when the kernel stops.
   int profile;
   unsigned long long prof[12], prof_last;
+  unsigned long long trap_step, steps_seen;  // fault injection (rlm_opts.trap_step): trap on that STEP
 };
 
 __device__ __forceinline__ unsigned long long globaltimer();
@@ -1218,7 +1219,9 @@ __device__ void leader_fetch(Dev &d) {
         __syncthreads();
         continue;
       }
-      // STEP. Copy the entry list, then validate entry by entry.
+      // STEP. Fault injection for the tests of fault handling.
+      if (threadIdx.x == 0 && ++d.steps_seen == d.trap_step) __trap();
+      // Copy the entry list, then validate entry by entry.
       const uint32_t n = r.slot;
       const bool shape_ok = payload_ok && (uint64_t)n * RLM_STEP_ENTRY_WORDS == r.payload_len &&
                             r.payload_len <= (uint32_t)d.stage_cap;
@@ -1831,6 +1834,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   c->info.threads = kThreads;
 
   // Work buffers.
+  d.trap_step = o->trap_step;
   d.slots = o->slots;
   d.bs = o->block_size ? o->block_size : 16;
   d.max_bpb = o->max_blocks_per_slot;
@@ -1923,6 +1927,7 @@ int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t e
   d.arena = (char *)dev_arena;
   d.n_tok = d.n_rows = d.stop = d.executed = 0;
   d.sub_cons = d.cprod = d.ccons = 0;
+  d.steps_seen = 0;
   {
     const char *pe = getenv("RINGLM_CUDA_PROFILE");
     d.profile = pe && *pe && strcmp(pe, "0") != 0;

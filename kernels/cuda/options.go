@@ -16,6 +16,9 @@ type Options struct {
 	NumBlocks     int   // KV blocks; 0: as many as free memory allows, capped by KVMaxBytes
 	KVMaxBytes    int64 // cap on the KV pool when NumBlocks is 0 (0: none)
 	GridBlocks    int   // blocks of the persistent kernel (0: one per SM × occupancy)
+	// TrapStep is fault injection for tests: the kernel executes a trap
+	// on its TrapStep-th STEP (0: never).
+	TrapStep uint32
 }
 
 // Defaults of Options.

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define RLM_CUDA_ABI 1
+#define RLM_CUDA_ABI 2
 
 /* ggml type ids. The device reads F32, F16, BF16 and Q8_0 weights (Q8_0
  * blocks become int8 quants plus float scales in VRAM) and keeps an F16 KV
@@ -92,6 +92,8 @@ typedef struct rlm_opts {
   uint64_t kv_max_bytes;        /* cap on the KV pool when num_blocks is 0 (0: none) */
   uint32_t kv_type;             /* must be RLM_TYPE_F16 */
   uint32_t grid_blocks;         /* persistent blocks; 0: one per SM × occupancy */
+  uint32_t trap_step;           /* fault injection for tests: the kernel traps on its n-th STEP (0: never) */
+  uint32_t pad_;
 } rlm_opts;
 
 typedef struct rlm_info {
@@ -153,6 +155,12 @@ int rlm_copy_bandwidth(rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size
 /* rlm_destroy frees everything. If the kernel is still running it first
  * waits for it to exit, so the host must have sent STOP. */
 void rlm_destroy(rlm_ctx *c);
+
+/* A kernel fault (an illegal access, a trap) is sticky: the process's CUDA
+ * context is lost and, as the CUDA documentation says, only a new process
+ * can use the GPU again (cudaDeviceReset in the same process was tried on an
+ * H100 and the device stayed "busy or unavailable"). rlm_wait reports the
+ * fault; the host fails its requests and exits so a supervisor restarts it. */
 
 #ifdef __cplusplus
 }
