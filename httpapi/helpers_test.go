@@ -388,3 +388,27 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// serveModel serves m (an engine the test built on its own device) with s
+// on a loopback port until the test ends, then shuts down, closes m and,
+// if the test failed, logs the end of the server's log.
+func serveModel(t *testing.T, s *Server, m *Model, logs *syncBuffer) *testServer {
+	t.Helper()
+	s.SetModel(m)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		m.Close()
+		if t.Failed() {
+			t.Logf("server log:\n%s", tail(logs.String(), 4000))
+		}
+	})
+	return &testServer{t: t, s: s, m: m, url: "http://" + ln.Addr().String(), logs: logs}
+}

@@ -99,20 +99,7 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Model{Engine: eng, Tokenizer: tok, Name: "paced", Context: 4096, Fingerprint: "fp_load"}
-	defer m.Close()
-	s.SetModel(m)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	ts := &testServer{t: t, s: s, m: m, url: "http://" + ln.Addr().String(), logs: logs}
-	defer func() {
-		ctx, cancel := contextWithTimeout(5 * time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	}()
+	ts := serveModel(t, s, &Model{Engine: eng, Tokenizer: tok, Name: "paced", Context: 4096, Fingerprint: "fp_load"}, logs)
 
 	type result struct {
 		lat     []int64 // ns per token event: client receive − engine time

@@ -2,11 +2,9 @@ package httpapi
 
 import (
 	"errors"
-	"net"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
@@ -282,23 +280,7 @@ func TestDeviceError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Model{Engine: eng, Tokenizer: tok, Name: "failing", Context: 2048, Fingerprint: "fp_failing"}
-	defer m.Close()
-	s.SetModel(m)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	ts := &testServer{t: t, s: s, m: m, url: "http://" + ln.Addr().String(), logs: logs}
-	defer func() {
-		ctx, cancel := contextWithTimeout(5 * time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		if t.Failed() {
-			t.Logf("server log:\n%s", tail(logs.String(), 4000))
-		}
-	}()
+	ts := serveModel(t, s, &Model{Engine: eng, Tokenizer: tok, Name: "failing", Context: 2048, Fingerprint: "fp_failing"}, logs)
 	bad := []int{1, 2, poison, 4}
 	good := map[string]any{"prompt": []int{1, 2, 3, 4}, "max_tokens": 4}
 
