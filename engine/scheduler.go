@@ -151,13 +151,14 @@ func (e *Engine) close(s *seq) {
 func (e *Engine) flushCtrl() {
 	pushed := false
 	for len(e.ctrl) > 0 {
-		if _, ok := e.arena.PushSubmit(&e.ctrl[0]); !ok {
+		if _, ok := e.arena.StageSubmit(&e.ctrl[0]); !ok {
 			break
 		}
 		e.ctrl = e.ctrl[1:]
 		pushed = true
 	}
 	if pushed {
+		e.arena.Submit.Publish()
 		e.dev.Notify()
 	}
 }

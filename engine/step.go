@@ -276,6 +276,7 @@ func (e *Engine) emit() {
 		s.granted = len(s.blocks)
 	}
 	if len(sc.entries) == 0 {
+		a.Submit.Publish()
 		e.dev.Notify()
 		return
 	}
@@ -316,6 +317,7 @@ func (e *Engine) emit() {
 	e.statsMu.Lock()
 	e.stats.PromptTokens += uint64(prompt)
 	e.statsMu.Unlock()
+	a.Submit.Publish()
 	e.dev.Notify()
 }
 
@@ -329,12 +331,13 @@ func countPrefill(es []plannedEntry) int {
 	return n
 }
 
+// push stages r; emit publishes the step's records with one store.
 func (e *Engine) push(r *ringbuf.SubmitRecord) {
 	if r.Op != ringbuf.OpStep {
 		e.hostSeq++
 		r.ID = e.hostSeq
 	}
-	if _, ok := e.arena.PushSubmit(r); !ok {
+	if _, ok := e.arena.StageSubmit(r); !ok {
 		// schedule checked the room; a full ring here is a bug.
 		panic("engine: submit ring full after the room check")
 	}

@@ -71,6 +71,7 @@ type Executor struct {
 	err      error
 	once     sync.Once
 	start    time.Time
+	emitted  bool // the record being executed wrote completions
 
 	batch   []Entry
 	samples []int // index into batch of entries that sample
@@ -171,8 +172,14 @@ func (x *Executor) run() error {
 	var rec ringbuf.SubmitRecord
 	timer := time.NewTimer(idle)
 	defer timer.Stop()
+	held := false // records executed but not yet released
 	for {
 		if _, ok := x.arena.NextSubmit(&rec); !ok {
+			if held {
+				// Release before waiting for more.
+				x.arena.Submit.Done()
+				held = false
+			}
 			if x.spin() {
 				continue
 			}
@@ -183,10 +190,18 @@ func (x *Executor) run() error {
 			}
 			continue
 		}
+		x.emitted = false
 		stop := x.exec(&rec)
-		x.arena.Submit.Done()
-		x.arena.Completion.Publish()
-		x.ring()
+		held = true
+		// Records that answer nothing (a successful OPEN or GRANT) are
+		// released with the next one that does: one release store per
+		// step on each ring, however many GRANTs precede it.
+		if x.emitted || stop {
+			x.arena.Submit.Done()
+			x.arena.Completion.Publish()
+			x.ring()
+			held = false
+		}
 		if stop {
 			return nil
 		}
@@ -197,6 +212,7 @@ func (x *Executor) run() error {
 // of each submit record's execution (one release store per step, not per
 // token), or early when the ring is full and the host must drain it.
 func (x *Executor) emit(c *ringbuf.Completion) {
+	x.emitted = true
 	for {
 		if _, b, ok := x.arena.Completion.Reserve(); ok {
 			c.Put(b)
@@ -206,6 +222,17 @@ func (x *Executor) emit(c *ringbuf.Completion) {
 		x.ring()
 		time.Sleep(20 * time.Microsecond)
 	}
+}
+
+// emitToken writes a TOKEN record: emit without a Completion to fill
+// and encode on the per-token path.
+func (x *Executor) emitToken(slot uint32, step uint64, tok uint32, lp float32, fin ringbuf.FinishReason, pos uint32) {
+	if _, b, ok := x.arena.Completion.Reserve(); ok {
+		x.emitted = true
+		ringbuf.PutToken(b, slot, step, tok, lp, fin, pos)
+		return
+	}
+	x.emit(&ringbuf.Completion{Kind: ringbuf.KindToken, Slot: slot, Step: step, Token: tok, Logprob: lp, Finish: fin, Position: pos})
 }
 
 func (x *Executor) fail(id uint64, slot uint32, code ringbuf.ErrorCode, detail uint32) {
@@ -555,8 +582,7 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 		if !s.logprobs {
 			lp = 0
 		}
-		x.emit(&ringbuf.Completion{Kind: ringbuf.KindToken, Slot: uint32(ent.Slot), Step: r.ID, Token: uint32(tok),
-			Logprob: lp, Finish: fin, Position: uint32(s.pos)})
+		x.emitToken(uint32(ent.Slot), r.ID, uint32(tok), lp, fin, uint32(s.pos))
 		if s.nTop > 0 {
 			x.emitTop(r.ID, uint32(ent.Slot), top)
 		}

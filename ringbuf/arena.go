@@ -108,13 +108,23 @@ func (a *Arena) AllocStaging(nWords int) (off uint32, buf []uint32, ok bool) {
 // allocated since the last push to it. It returns the record's index, or
 // ok=false if the ring is full (drain completions, then retry). Host side.
 func (a *Arena) PushSubmit(r *SubmitRecord) (index uint64, ok bool) {
+	i, ok := a.StageSubmit(r)
+	if ok {
+		a.Submit.Publish()
+	}
+	return i, ok
+}
+
+// StageSubmit is PushSubmit without the publish: the record becomes
+// visible to the device at the next a.Submit.Publish (or PushSubmit), so
+// several records cost one release store. Host side.
+func (a *Arena) StageSubmit(r *SubmitRecord) (index uint64, ok bool) {
 	i, b, ok := a.Submit.Reserve()
 	if !ok {
 		return i, false
 	}
 	r.Put(b)
 	a.Staging.Commit(i)
-	a.Submit.Publish()
 	return i, true
 }
 

@@ -241,35 +241,49 @@ type Completion struct {
 	Top [TopPerRecord]TopLogprob // KindTopLogprobs
 }
 
-// Put encodes c into b[:CompletionSize].
+// Put encodes c into b[:CompletionSize]. Every kind's fields pair up
+// into four 8-byte words, and Put writes those: a device that streams
+// thousands of records into lines the host has just read is bound by how
+// many stores wait for those lines, not by the arithmetic.
 func (c *Completion) Put(b []byte) {
 	b = b[:CompletionSize:CompletionSize]
-	le := binary.LittleEndian
-	le.PutUint32(b[ComOffKind:], uint32(c.Kind))
-	le.PutUint32(b[ComOffSlot:], c.Slot)
-	le.PutUint64(b[ComOffStep:], c.Step)
+	var w2, w3 uint64 // bytes 16..23, 24..31
 	switch c.Kind {
 	case KindToken:
-		le.PutUint32(b[ComOffToken:], c.Token)
-		le.PutUint32(b[ComOffLogprob:], math.Float32bits(c.Logprob))
-		le.PutUint32(b[ComOffFinish:], uint32(c.Finish))
-		le.PutUint32(b[ComOffPosition:], c.Position)
+		w2 = uint64(c.Token) | uint64(math.Float32bits(c.Logprob))<<32
+		w3 = uint64(c.Finish) | uint64(c.Position)<<32
 	case KindStepDone:
-		le.PutUint64(b[ComOffStartNS:], c.StartNS)
-		le.PutUint64(b[ComOffEndNS:], c.EndNS)
+		w2, w3 = c.StartNS, c.EndNS
 	case KindError:
-		le.PutUint32(b[ComOffCode:], uint32(c.Code))
-		le.PutUint32(b[ComOffDetail:], c.Detail)
-		clear(b[ComOffDetail+4:])
+		w2 = uint64(c.Code) | uint64(c.Detail)<<32
 	case KindTopLogprobs:
-		le.PutUint32(b[ComOffTopToken0:], c.Top[0].Token)
-		le.PutUint32(b[ComOffTopLogprob0:], math.Float32bits(c.Top[0].Logprob))
-		le.PutUint32(b[ComOffTopToken1:], c.Top[1].Token)
-		le.PutUint32(b[ComOffTopLogprob1:], math.Float32bits(c.Top[1].Logprob))
-	default:
-		clear(b[ComOffStep+8:])
+		w2 = uint64(c.Top[0].Token) | uint64(math.Float32bits(c.Top[0].Logprob))<<32
+		w3 = uint64(c.Top[1].Token) | uint64(math.Float32bits(c.Top[1].Logprob))<<32
 	}
+	le := binary.LittleEndian
+	le.PutUint64(b[ComOffKind:], uint64(c.Kind)|uint64(c.Slot)<<32)
+	le.PutUint64(b[ComOffStep:], c.Step)
+	le.PutUint64(b[ComOffToken:], w2)
+	le.PutUint64(b[ComOffFinish:], w3)
 }
+
+// PutToken encodes a TOKEN record into b[:CompletionSize], as Put does
+// for a Completion of KindToken, without building one: a device's
+// per-token path.
+func PutToken(b []byte, slot uint32, step uint64, token uint32, logprob float32, finish FinishReason, pos uint32) {
+	b = b[:CompletionSize:CompletionSize]
+	le := binary.LittleEndian
+	le.PutUint64(b[ComOffKind:], uint64(KindToken)|uint64(slot)<<32)
+	le.PutUint64(b[ComOffStep:], step)
+	le.PutUint64(b[ComOffToken:], uint64(token)|uint64(math.Float32bits(logprob))<<32)
+	le.PutUint64(b[ComOffFinish:], uint64(finish)|uint64(pos)<<32)
+}
+
+// The pairs Put and PutToken write as words.
+var _ = [1]struct{}{}[(ComOffSlot-ComOffKind-4)|(ComOffLogprob-ComOffToken-4)|(ComOffPosition-ComOffFinish-4)|
+	(ComOffToken-ComOffStep-8)|(ComOffFinish-ComOffToken-8)|(ComOffStartNS-ComOffToken)|(ComOffEndNS-ComOffFinish)|
+	(ComOffCode-ComOffToken)|(ComOffDetail-ComOffLogprob)|(ComOffTopToken0-ComOffToken)|(ComOffTopLogprob0-ComOffLogprob)|
+	(ComOffTopToken1-ComOffFinish)|(ComOffTopLogprob1-ComOffPosition)|(ComOffStep-ComOffKind-8)|(CompletionSize-32)]
 
 // Get decodes b[:CompletionSize] into c.
 func (c *Completion) Get(b []byte) {
