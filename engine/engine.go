@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -255,7 +256,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		r.ID = fmt.Sprintf("req-%d", e.nextID.Add(1))
 	}
 	s := &seq{req: r, state: Queued, nPrompt: len(r.Prompt), maxTokens: maxTok, slot: -1, nTop: uint8(r.Params.TopLogprobs),
-		tokens: append(make([]int32, 0, len(r.Prompt)+maxTok), r.Prompt...)}
+		tokens: slices.Clone(r.Prompt)} // room for the generated tokens comes at admission
 	s.stream = newStream(r.ID, func() { e.cancel(s) })
 	s.stream.timeline.Arrival = time.Now()
 

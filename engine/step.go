@@ -195,6 +195,11 @@ func (e *Engine) admit(s *seq, words *int) bool {
 	// block never allocates.
 	table := make([]int32, len(matched), (s.nPrompt+s.maxTokens+bs-1)/bs+1)
 	copy(table, matched)
+	// Likewise the history, sized once, here rather than at Submit so
+	// that queued requests hold only their prompts.
+	if n := s.nPrompt + s.maxTokens; cap(s.tokens) < n {
+		s.tokens = append(make([]int32, 0, n), s.tokens...)
+	}
 	s.slot, s.blocks, s.granted, s.computed, s.samples, s.cached = slot, table, 0, cached, 0, cached
 	s.openGen = s.generated
 	s.state = Prefilling
