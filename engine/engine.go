@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 
@@ -134,6 +135,14 @@ type Engine struct {
 	loopErr  error
 	nextID   atomic.Uint64
 
+	// Stream locks: stream k (in Submit order) uses lock
+	// k/streamGroup mod streamLocks, each on a cache line of its own.
+	streamMu [streamLocks]struct {
+		sync.Mutex
+		_ [64 - unsafe.Sizeof(sync.Mutex{})]byte
+	}
+	nextStream atomic.Uint64
+
 	// Loop state (engine goroutine only).
 	waiting   []*seq
 	running   []*seq
@@ -149,6 +158,8 @@ type Engine struct {
 	now       int64                  // when the current batch of completions was drained (sinceEpoch)
 	genDelta  uint64                 // tokens received since stats were last published
 	dirty     []*seq                 // sequences with tokens to deliver after this drain
+	held      *sync.Mutex            // the stream lock handOver holds
+	wakes     []*Stream              // readers to wake once it is released
 	topOpen   *seq                   // its last TOKEN may still get TOP_LOGPROBS records
 	fences    []fence                // slots of failed OPENs, freed once the device is past them
 
@@ -207,6 +218,17 @@ func New(cfg Config, dev Device) (*Engine, error) {
 	return e, nil
 }
 
+// A stream's lock is shared by streamGroup streams submitted one after
+// another: the engine delivers a drained batch of tokens taking one lock
+// per group, not one per stream (every lock operation waits for the
+// engine's earlier stores, many of them to lines the readers had, to
+// complete). A reader's Recv contends with the other streamGroup-1 at
+// most. With streamLocks of them, a lock is reused every
+// streamGroup*streamLocks streams.
+const streamGroup, streamLocks = 8, 64
+
+func (e *Engine) lockFor(k uint64) *sync.Mutex { return &e.streamMu[k/streamGroup%streamLocks].Mutex }
+
 // Config returns the engine's configuration with defaults applied.
 func (e *Engine) Config() Config { return e.cfg }
 
@@ -257,7 +279,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	s := &seq{req: r, state: Queued, nPrompt: len(r.Prompt), maxTokens: maxTok, slot: -1, nTop: uint8(r.Params.TopLogprobs),
 		tokens: slices.Clone(r.Prompt)} // room for the generated tokens comes at admission
-	s.stream = newStream(r.ID, func() { e.cancel(s) })
+	s.stream = newStream(r.ID, e.lockFor(e.nextStream.Add(1)), func() { e.cancel(s) })
 	s.stream.timeline.Arrival = time.Now()
 
 	e.inMu.Lock()

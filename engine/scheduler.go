@@ -339,11 +339,40 @@ func (e *Engine) deliver() {
 	}
 	for _, s := range e.dirty {
 		if len(s.pending) > 0 {
-			s.stream.deliver(s.pending)
+			e.handOver(s.stream, s.pending)
 			s.pending = s.pending[:0]
 		}
 	}
+	e.handedOver()
 	e.dirty = e.dirty[:0]
+}
+
+// handOver delivers toks to st. It keeps st's lock after it, so that the
+// next streams of the same lock (requests submitted one after another are
+// usually adjacent in the batch) cost no lock operation of their own;
+// handedOver releases it and wakes the readers that wait.
+func (e *Engine) handOver(st *Stream, toks []Token) {
+	if st.mu != e.held {
+		e.handedOver()
+		e.held = st.mu
+		e.held.Lock()
+	}
+	if st.deliverLocked(toks) {
+		e.wakes = append(e.wakes, st)
+	}
+}
+
+func (e *Engine) handedOver() {
+	if e.held == nil {
+		return
+	}
+	e.held.Unlock()
+	e.held = nil
+	for _, st := range e.wakes {
+		st.wake()
+	}
+	clear(e.wakes)
+	e.wakes = e.wakes[:0]
 }
 
 // deliverHolding is deliver while topOpen's last token waits for its
@@ -354,18 +383,19 @@ func (e *Engine) deliverHolding() {
 	for _, s := range e.dirty {
 		if s != hold || len(s.pending) == 0 {
 			if len(s.pending) > 0 {
-				s.stream.deliver(s.pending)
+				e.handOver(s.stream, s.pending)
 				s.pending = s.pending[:0]
 			}
 			continue
 		}
 		n := len(s.pending) - 1
 		if n > 0 {
-			s.stream.deliver(s.pending[:n])
+			e.handOver(s.stream, s.pending[:n])
 		}
 		s.pending = append(s.pending[:0], s.pending[n])
 		kept = append(kept, s)
 	}
+	e.handedOver()
 	e.dirty = kept
 }
 

@@ -103,7 +103,11 @@ type Timeline struct {
 type Stream struct {
 	ID string
 
-	mu       sync.Mutex
+	// mu guards the fields below. It is one of the engine's stream locks,
+	// shared with the streams submitted around this one (see
+	// Engine.lockFor), so the engine delivers to a group of streams under
+	// one lock.
+	mu       *sync.Mutex
 	buf      []Token
 	read     int
 	waiting  bool // a reader is blocked in Recv
@@ -116,8 +120,8 @@ type Stream struct {
 	cancel   func()
 }
 
-func newStream(id string, cancel func()) *Stream {
-	return &Stream{ID: id, notify: make(chan struct{}, 1), doneCh: make(chan struct{}), cancel: cancel}
+func newStream(id string, mu *sync.Mutex, cancel func()) *Stream {
+	return &Stream{ID: id, mu: mu, notify: make(chan struct{}, 1), doneCh: make(chan struct{}), cancel: cancel}
 }
 
 func (s *Stream) notifyDone() <-chan struct{} { return s.doneCh }
@@ -132,23 +136,20 @@ func (s *Stream) wake() {
 	}
 }
 
-// deliver appends the tokens the engine collected for this stream since
-// the last drain and wakes the reader: one lock and one wake-up per
-// stream per drained batch of completions, not per token.
-func (s *Stream) deliver(toks []Token) {
-	s.mu.Lock()
+// deliverLocked appends the tokens the engine collected for this stream
+// since the last drain; s.mu is held. It reports whether a reader waits
+// in Recv for them: the caller wakes it once the lock is released. One
+// wake-up per stream per drained batch of completions, not per token.
+func (s *Stream) deliverLocked(toks []Token) (wake bool) {
 	s.buf = append(s.buf, toks...)
 	if s.timeline.FirstToken.IsZero() {
 		s.timeline.FirstToken = toks[0].Time()
 	}
 	// Only a reader blocked in Recv needs the wake-up; one that is busy
 	// finds the tokens when it next looks.
-	w := s.waiting
+	wake = s.waiting
 	s.waiting = false
-	s.mu.Unlock()
-	if w {
-		s.wake()
-	}
+	return wake
 }
 
 func (s *Stream) end(f Finish, err error) {
