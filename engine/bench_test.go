@@ -232,8 +232,11 @@ func BenchmarkNullStep(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				benchDecode(b, func(hook func(uint64, int, uint64, uint64), maxTokens int) *Engine {
+					// The rings in pre-faulted memory, as the engine maps them by
+					// default (HeapAllocator's fresh pages would fault during the
+					// first lap around the staging area).
 					return newNullEngine(b, Config{Slots: batch, NumBlocks: batch * ((maxTokens+4)/16 + 2), Vocab: 32000,
-						Context: maxTokens + 4, TokenBudget: 2 * batch, StepHook: hook})
+						Context: maxTokens + 4, TokenBudget: 2 * batch, StepHook: hook, Allocator: ringbuf.NewMmapAllocator()})
 				}, decodeBench{batch: batch, vocab: 32000, readers: readers, warm: 16 + 256, slack: 2048})
 			})
 		}
