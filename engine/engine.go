@@ -279,7 +279,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	s := &seq{req: r, state: Queued, nPrompt: len(r.Prompt), maxTokens: maxTok, slot: -1, nTop: uint8(r.Params.TopLogprobs),
 		tokens: slices.Clone(r.Prompt)} // room for the generated tokens comes at admission
-	s.stream = newStream(r.ID, e.lockFor(e.nextStream.Add(1)), func() { e.cancel(s) })
+	s.stream = newStream(r.ID, e.lockFor(e.nextStream.Add(1)), maxTok, func() { e.cancel(s) })
 	s.stream.timeline.Arrival = time.Now()
 
 	e.inMu.Lock()

@@ -109,6 +109,7 @@ type Stream struct {
 	// one lock.
 	mu       *sync.Mutex
 	buf      []Token
+	bufCap   int // buf's capacity when the first tokens come
 	read     int
 	waiting  bool // a reader is blocked in Recv
 	finish   Finish
@@ -120,8 +121,15 @@ type Stream struct {
 	cancel   func()
 }
 
-func newStream(id string, mu *sync.Mutex, cancel func()) *Stream {
-	return &Stream{ID: id, mu: mu, notify: make(chan struct{}, 1), doneCh: make(chan struct{}), cancel: cancel}
+// streamBuffer is how many tokens a stream's buffer holds before it
+// grows: what a reader that falls that many steps behind needs (8 KiB).
+// A buffer that started empty doubled its way up, an allocation every
+// time a reader fell further behind than before, during decode.
+const streamBuffer = 256
+
+func newStream(id string, mu *sync.Mutex, maxTokens int, cancel func()) *Stream {
+	return &Stream{ID: id, mu: mu, bufCap: min(maxTokens, streamBuffer), notify: make(chan struct{}, 1),
+		doneCh: make(chan struct{}), cancel: cancel}
 }
 
 func (s *Stream) notifyDone() <-chan struct{} { return s.doneCh }
@@ -141,6 +149,9 @@ func (s *Stream) wake() {
 // in Recv for them: the caller wakes it once the lock is released. One
 // wake-up per stream per drained batch of completions, not per token.
 func (s *Stream) deliverLocked(toks []Token) (wake bool) {
+	if s.buf == nil {
+		s.buf = make([]Token, 0, max(s.bufCap, len(toks)))
+	}
 	s.buf = append(s.buf, toks...)
 	if s.timeline.FirstToken.IsZero() {
 		s.timeline.FirstToken = toks[0].Time()
