@@ -19,22 +19,22 @@ import (
 // stepClock measures steps on the device's own clock (StepHook), so the
 // figure does not depend on when a test goroutine gets to look.
 //
-// At step warm the hook holds the engine loop (only a benchmark may block
-// a StepHook) until the benchmark has collected the set-up garbage, read
-// the allocation counters and armed the window, so no step runs, and no
-// request uses up tokens, meanwhile. The window then opens at the first
-// step that holds the whole batch and closes want such steps later, or
-// early at a step that does not (a request ran out of tokens): only
-// steady state is timed.
+// At step pauseAt the hook holds the engine loop (only a benchmark may
+// block a StepHook) until the benchmark calls resume, so no step runs,
+// and no request uses up tokens, while the benchmark collects garbage or
+// reads the allocation counters. Once armed, the window opens at the
+// first step that holds the whole batch and closes want such steps
+// later, or early at a step that does not (a request ran out of tokens):
+// only steady state is timed.
 type stepClock struct {
 	mu       sync.Mutex
 	steps    int // steps completed
 	full     int // entries of a full-batch step
 	maxSeen  int // most entries in one step
 	want     int // full-batch steps to measure
-	warm     int // the step at which the hook waits for resume
-	warmed   chan struct{}
-	resume   chan struct{}
+	pauseAt  int // the step after which the hook waits for resume
+	paused   chan struct{}
+	resumed  chan struct{}
 	armed    bool
 	open     bool
 	t0, t1   uint64
@@ -44,19 +44,20 @@ type stepClock struct {
 	early    int // entries of the step that closed the window early, if one did
 }
 
-func newStepClock(full, want, warm int) *stepClock {
-	return &stepClock{full: full, want: want, warm: max(1, warm), warmed: make(chan struct{}),
-		resume: make(chan struct{}), done: make(chan struct{})}
+func newStepClock(full, want, pauseAt int) *stepClock {
+	return &stepClock{full: full, want: want, pauseAt: max(1, pauseAt), paused: make(chan struct{}),
+		resumed: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (c *stepClock) hook(_ uint64, entries int, _, end uint64) {
 	c.mu.Lock()
 	c.steps++
 	c.maxSeen = max(c.maxSeen, entries)
-	if c.steps == c.warm {
+	if c.steps == c.pauseAt {
+		paused, resumed := c.paused, c.resumed
 		c.mu.Unlock()
-		close(c.warmed)
-		<-c.resume
+		close(paused)
+		<-resumed
 		return
 	}
 	defer c.mu.Unlock()
@@ -79,6 +80,17 @@ func (c *stepClock) hook(_ uint64, entries int, _, end uint64) {
 			c.close()
 		}
 	}
+}
+
+// resume lets the engine loop go on, to pause again after step next
+// (0: never), and arms the window if arm.
+func (c *stepClock) resume(next int, arm bool) {
+	c.mu.Lock()
+	resumed := c.resumed
+	c.pauseAt, c.armed = next, arm
+	c.paused, c.resumed = make(chan struct{}), make(chan struct{})
+	c.mu.Unlock()
+	close(resumed)
 }
 
 func (c *stepClock) close() {
@@ -112,6 +124,7 @@ type decodeBench struct {
 // step hook and the tokens each request generates at most.
 func benchDecode(b *testing.B, newEngine func(hook func(uint64, int, uint64, uint64), maxTokens int) *Engine, d decodeBench) {
 	clock := newStepClock(d.batch, b.N, d.warm)
+	const settle = 64
 	maxTokens := d.warm + b.N + d.slack
 	e := newEngine(clock.hook, maxTokens)
 	defer e.Close()
@@ -133,7 +146,7 @@ func benchDecode(b *testing.B, newEngine func(hook func(uint64, int, uint64, uin
 			done.Add(1)
 			go func() { // a reader per request, as a server has
 				defer done.Done()
-				buf := make([]Token, 0, 64)
+				buf := make([]Token, 0, streamBuffer)
 				for {
 					var fin bool
 					buf, fin, _ = s.Recv(context.Background(), buf[:0])
@@ -176,20 +189,32 @@ func benchDecode(b *testing.B, newEngine func(hook func(uint64, int, uint64, uin
 		}
 		close(allEnded)
 	}()
-	select {
-	case <-clock.warmed:
-	case <-allEnded:
+	pause := func() bool { // false: every request ended instead
+		clock.mu.Lock()
+		paused := clock.paused
+		clock.mu.Unlock()
+		select {
+		case <-paused:
+			return true
+		case <-allEnded:
+			return false
+		}
 	}
-	// The engine loop waits in the hook: collect the garbage of the
-	// set-up (and of the previous run) now rather than during the window.
-	runtime.GC()
 	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	clock.mu.Lock()
-	steps0 := clock.steps
-	clock.armed = true
-	clock.mu.Unlock()
-	close(clock.resume)
+	steps0 := 0
+	if pause() {
+		// Collect the garbage of the set-up (and of the previous run) now
+		// rather than during the window, then let the runtime's caches
+		// that a collection empties (sudogs for select) fill again before
+		// allocations are counted.
+		runtime.GC()
+		clock.resume(d.warm+settle, false)
+		if pause() {
+			runtime.ReadMemStats(&m0)
+			steps0 = clock.count()
+			clock.resume(0, true)
+		}
+	}
 	b.ResetTimer()
 	select {
 	case <-clock.done:
