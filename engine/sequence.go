@@ -112,6 +112,7 @@ type Stream struct {
 	bufCap   int // buf's capacity when the first tokens come
 	read     int
 	waiting  bool // a reader is blocked in Recv
+	started  bool // tokens were delivered (timeline.FirstToken is set)
 	finish   Finish
 	err      error
 	done     bool
@@ -153,8 +154,23 @@ func (s *Stream) deliverLocked(toks []Token) (wake bool) {
 		s.buf = make([]Token, 0, max(s.bufCap, len(toks)))
 	}
 	s.buf = append(s.buf, toks...)
-	if s.timeline.FirstToken.IsZero() {
-		s.timeline.FirstToken = toks[0].Time()
+	return s.delivered(toks[0])
+}
+
+// putLocked is deliverLocked for one token.
+func (s *Stream) putLocked(t Token) (wake bool) {
+	if s.buf == nil {
+		s.buf = make([]Token, 0, s.bufCap)
+	}
+	s.buf = append(s.buf, t)
+	return s.delivered(t)
+}
+
+// delivered notes that tokens from first on were appended.
+func (s *Stream) delivered(first Token) (wake bool) {
+	if !s.started {
+		s.started = true
+		s.timeline.FirstToken = first.Time()
 	}
 	// Only a reader blocked in Recv needs the wake-up; one that is busy
 	// finds the tokens when it next looks.
@@ -256,7 +272,7 @@ type seq struct {
 	generated int     // tokens received
 	maxTokens int     // tokens to generate in all
 	tokens    []int32 // prompt + generated: what a recompute re-feeds
-	pending   []Token // tokens received in the current drain, not yet delivered
+	pending   []Token // with nTop > 0: tokens received in the current drain, not yet delivered
 	slot      int     // device slot, -1 when none
 	computed  int     // positions submitted to the device
 	// samples counts submitted entries that sample; when it reaches
