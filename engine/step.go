@@ -92,10 +92,11 @@ func (e *Engine) schedule() bool {
 // blocks or, when the pool is dry, preempting the most recently admitted
 // other sequence. It returns false if s must wait.
 func (e *Engine) grow(s *seq, upto int, words *int) bool {
-	need := (upto+e.cfg.BlockSize-1)/e.cfg.BlockSize - len(s.blocks)
-	if need <= 0 {
+	bs, have := e.cfg.BlockSize, len(s.blocks)
+	if upto <= have*bs { // every decode step asks; a division costs here
 		return true
 	}
+	need := (upto+bs-1)/bs - have
 	if *words < need+8 {
 		return false
 	}
@@ -104,11 +105,12 @@ func (e *Engine) grow(s *seq, upto int, words *int) bool {
 		e.preemptFor(s)
 		return false
 	}
-	s.blocks = blocks
-	*words -= need
-	if !slices.Contains(e.scratch.grows, s) {
+	if s.granted == have {
+		// Every block it had is granted, so it is not listed yet.
 		e.scratch.grows = append(e.scratch.grows, s)
 	}
+	s.blocks = blocks
+	*words -= need
 	return true
 }
 
