@@ -108,13 +108,14 @@ func (c *stepClock) count() int {
 type decodeBench struct {
 	batch, vocab int
 	readers      bool // a reader goroutine per request, else one drainer
-	// warm is how many steps run before the window is armed: admission
-	// and the first growth of every buffer are over by then.
+	// warm is how many steps run before the benchmark collects garbage
+	// (64 more run before it arms the window): admission and the first
+	// growth of every buffer are over by then.
 	warm int
 	// slack is how many more tokens than warm + b.N each request may
-	// generate: room for admissions that straggle (a submitter that the
-	// Go scheduler holds back), so that the batch stays complete for b.N
-	// steps even then.
+	// generate: room for those 64 steps and for admissions that straggle
+	// (a submitter that the Go scheduler holds back), so that the batch
+	// stays complete for b.N steps even then.
 	slack int
 }
 
