@@ -257,8 +257,9 @@ func (s *Stream) StopWith() {
 // seq is the scheduler's state for one request. Only the engine loop
 // touches it.
 type seq struct {
-	// The fields every token touches come first, so handling a TOKEN
-	// reads one or two cache lines of the sequence, not four.
+	// The fields every token touches come first: handling a TOKEN reads
+	// the first cache line of the sequence, planning its next decode
+	// entry the first two.
 	stream   *Stream
 	closing  bool  // CLOSE_SLOT submitted, waiting for SLOT_CLOSED
 	fenced   bool  // the OPEN failed; the slot is freed by a fence
@@ -272,7 +273,6 @@ type seq struct {
 	generated int     // tokens received
 	maxTokens int     // tokens to generate in all
 	tokens    []int32 // prompt + generated: what a recompute re-feeds
-	pending   []Token // with nTop > 0: tokens received in the current drain, not yet delivered
 	slot      int     // device slot, -1 when none
 	computed  int     // positions submitted to the device
 	// samples counts submitted entries that sample; when it reaches
@@ -282,8 +282,9 @@ type seq struct {
 	blocks  []int32 // block table
 	granted int     // blocks granted to the device
 
-	nPrompt int // original prompt length
-	cached  int // prompt tokens reused from the prefix cache
+	pending []Token // with nTop > 0: tokens received in the current drain, not yet delivered
+	nPrompt int     // original prompt length
+	cached  int     // prompt tokens reused from the prefix cache
 	endWith Finish
 	endErr  error
 	openID  uint64 // ID of the OPEN_SLOT record of the current slot
