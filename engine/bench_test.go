@@ -88,7 +88,10 @@ func (c *stepClock) resume(next int, arm bool) {
 	c.mu.Lock()
 	resumed := c.resumed
 	c.pauseAt, c.armed = next, arm
-	c.paused, c.resumed = make(chan struct{}), make(chan struct{})
+	c.paused, c.resumed = nil, nil
+	if next > 0 { // none is made for the window: it would count
+		c.paused, c.resumed = make(chan struct{}), make(chan struct{})
+	}
 	c.mu.Unlock()
 	close(resumed)
 }
