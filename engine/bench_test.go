@@ -115,10 +115,10 @@ type decodeBench struct {
 	// (64 more run before it arms the window): admission and the first
 	// growth of every buffer are over by then.
 	warm int
-	// slack is how many more tokens than warm + b.N each request may
-	// generate: room for those 64 steps and for admissions that straggle
-	// (a submitter that the Go scheduler holds back), so that the batch
-	// stays complete for b.N steps even then.
+	// slack is how many more tokens than warm + 64 + b.N each request
+	// may generate: room for admissions that straggle (a submitter that
+	// the Go scheduler holds back), so that the batch stays complete for
+	// b.N steps even then.
 	slack int
 }
 
@@ -127,9 +127,9 @@ type decodeBench struct {
 // steps run meanwhile; then it cancels the requests. newEngine gets the
 // step hook and the tokens each request generates at most.
 func benchDecode(b *testing.B, newEngine func(hook func(uint64, int, uint64, uint64), maxTokens int) *Engine, d decodeBench) {
-	clock := newStepClock(d.batch, b.N, d.warm)
 	const settle = 64
-	maxTokens := d.warm + b.N + d.slack
+	clock := newStepClock(d.batch, b.N, d.warm)
+	maxTokens := d.warm + settle + b.N + d.slack
 	e := newEngine(clock.hook, maxTokens)
 	defer e.Close()
 	p := sample.Defaults()
