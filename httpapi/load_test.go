@@ -26,32 +26,34 @@ import (
 	"ringlm/tokenizer"
 )
 
-// pacedDevice is the null device with a fixed time per step: the host side
-// sees what a GPU decoding a large batch looks like (tokens for every
-// sequence at once, every few milliseconds), while the CPU stays free for
-// the HTTP layer being measured.
-type pacedDevice struct {
+// nullDevice is a Go device for the server tests: the executor speaks the
+// ring protocol, tokens are the null device's, and forward (when set)
+// decides what a step costs or whether it fails.
+type nullDevice struct {
+	name                 string
 	vocab, blocks, slots int
-	step                 time.Duration
+	forward              func([]kernels.Entry) error
 	x                    *kernels.Executor
 }
 
-func (d *pacedDevice) Name() string { return "paced-null" }
-func (d *pacedDevice) Start(a *ringbuf.Arena) error {
+func (d *nullDevice) Name() string { return d.name }
+func (d *nullDevice) Start(a *ringbuf.Arena) error {
 	d.x = kernels.NewExecutor(a, d, d.slots, d.blocks)
 	d.x.Start()
 	return nil
 }
-func (d *pacedDevice) Notify()                   { d.x.Notify() }
-func (d *pacedDevice) Doorbell() <-chan struct{} { return d.x.Doorbell() }
-func (d *pacedDevice) Wait() error               { return d.x.Wait() }
-func (d *pacedDevice) Vocab() int                { return d.vocab }
-func (d *pacedDevice) BlockSize() int            { return engine.DefaultBlockSize }
-func (d *pacedDevice) Forward([]kernels.Entry) error {
-	time.Sleep(d.step)
-	return nil
+func (d *nullDevice) Notify()                   { d.x.Notify() }
+func (d *nullDevice) Doorbell() <-chan struct{} { return d.x.Doorbell() }
+func (d *nullDevice) Wait() error               { return d.x.Wait() }
+func (d *nullDevice) Vocab() int                { return d.vocab }
+func (d *nullDevice) BlockSize() int            { return engine.DefaultBlockSize }
+func (d *nullDevice) Forward(batch []kernels.Entry) error {
+	if d.forward == nil {
+		return nil
+	}
+	return d.forward(batch)
 }
-func (d *pacedDevice) Pick(_ int, seed uint64, pos int) int32 { return null.Token(seed, pos, d.vocab) }
+func (d *nullDevice) Pick(_ int, seed uint64, pos int) int32 { return null.Token(seed, pos, d.vocab) }
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -93,7 +95,12 @@ func TestLoad(t *testing.T) {
 	blocks := clients * ((tokens+64)/16 + 2)
 	logs := &syncBuffer{}
 	s := New(cfg, zerolog.New(logs).Level(zerolog.WarnLevel))
-	dev := &pacedDevice{vocab: len(v.Tokens), blocks: blocks, slots: cfg.Slots, step: time.Duration(stepMS) * time.Millisecond}
+	// A fixed time per step: the host side sees what a GPU decoding a large
+	// batch looks like (tokens for every sequence at once, every few
+	// milliseconds), while the CPU stays free for the HTTP layer measured.
+	step := time.Duration(stepMS) * time.Millisecond
+	dev := &nullDevice{name: "paced-null", vocab: len(v.Tokens), blocks: blocks, slots: cfg.Slots,
+		forward: func([]kernels.Entry) error { time.Sleep(step); return nil }}
 	eng, err := engine.New(engine.Config{Slots: cfg.Slots, NumBlocks: blocks, Context: 4096, Vocab: len(v.Tokens),
 		TokenBudget: 4096, Allocator: ringbuf.HeapAllocator{}, EOS: []int32{v.EOS}, StepHook: s.StepHook()}, dev)
 	if err != nil {

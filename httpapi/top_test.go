@@ -12,7 +12,6 @@ import (
 	"ringlm/engine"
 	"ringlm/gguf"
 	"ringlm/kernels"
-	"ringlm/kernels/null"
 	"ringlm/ringbuf"
 	"ringlm/tokenizer"
 )
@@ -221,38 +220,6 @@ func TestTopLogprobsExecute(t *testing.T) {
 	}
 }
 
-// failingDevice is the null device whose forward pass fails for any
-// batch holding the poison token, as a device fault would: every entry of
-// the batch gets an ERROR (CodeDevice) and its request fails.
-type failingDevice struct {
-	vocab, blocks, slots int
-	poison               int32
-	x                    *kernels.Executor
-}
-
-func (d *failingDevice) Name() string { return "failing-null" }
-func (d *failingDevice) Start(a *ringbuf.Arena) error {
-	d.x = kernels.NewExecutor(a, d, d.slots, d.blocks)
-	d.x.Start()
-	return nil
-}
-func (d *failingDevice) Notify()                   { d.x.Notify() }
-func (d *failingDevice) Doorbell() <-chan struct{} { return d.x.Doorbell() }
-func (d *failingDevice) Wait() error               { return d.x.Wait() }
-func (d *failingDevice) Vocab() int                { return d.vocab }
-func (d *failingDevice) BlockSize() int            { return engine.DefaultBlockSize }
-func (d *failingDevice) Forward(batch []kernels.Entry) error {
-	for _, e := range batch {
-		if slices.Contains(e.Tokens, d.poison) {
-			return errors.New("simulated device fault")
-		}
-	}
-	return nil
-}
-func (d *failingDevice) Pick(_ int, seed uint64, pos int) int32 {
-	return null.Token(seed, pos, d.vocab)
-}
-
 // A request the device fails is a 500 in OpenAI's error shape, or, once
 // streaming, an error chunk (an error event on /execute); the server goes
 // on serving.
@@ -274,7 +241,17 @@ func TestDeviceError(t *testing.T) {
 	cfg := testConfig()
 	logs := &syncBuffer{}
 	s := New(cfg, zerolog.New(logs).Level(zerolog.DebugLevel))
-	dev := &failingDevice{vocab: len(v.Tokens), blocks: 256, slots: cfg.Slots, poison: poison}
+	// The forward pass fails for any batch holding the poison token, as a
+	// device fault would: every entry gets an ERROR (CodeDevice).
+	dev := &nullDevice{name: "failing-null", vocab: len(v.Tokens), blocks: 256, slots: cfg.Slots,
+		forward: func(batch []kernels.Entry) error {
+			for _, e := range batch {
+				if slices.Contains(e.Tokens, int32(poison)) {
+					return errors.New("simulated device fault")
+				}
+			}
+			return nil
+		}}
 	eng, err := engine.New(engine.Config{Slots: cfg.Slots, NumBlocks: 256, Context: 2048, Vocab: len(v.Tokens),
 		Allocator: ringbuf.HeapAllocator{}, Log: zerolog.New(logs)}, dev)
 	if err != nil {
