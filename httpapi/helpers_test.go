@@ -21,6 +21,7 @@ import (
 	"ringlm/gguf"
 	"ringlm/ringbuf"
 	"ringlm/synth"
+	"ringlm/tokenizer"
 )
 
 // The test model: the tiny llama shape with synth's built-in 512-token
@@ -411,4 +412,24 @@ func serveModel(t *testing.T, s *Server, m *Model, logs *syncBuffer) *testServer
 		}
 	})
 	return &testServer{t: t, s: s, m: m, url: "http://" + ln.Addr().String(), logs: logs}
+}
+
+// tinyTokenizer is the test model's vocabulary and tokenizer, for tests
+// that serve it over an engine on a device of their own.
+func tinyTokenizer(t testing.TB) (*tokenizer.Vocab, *tokenizer.Tokenizer) {
+	t.Helper()
+	f, err := gguf.Open(tinyModel(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() }) // the vocabulary may point into the mapping
+	v, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, tok
 }

@@ -19,11 +19,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"ringlm/engine"
-	"ringlm/gguf"
 	"ringlm/kernels"
 	"ringlm/kernels/null"
 	"ringlm/ringbuf"
-	"ringlm/tokenizer"
 )
 
 // nullDevice is a Go device for the server tests: the executor speaks the
@@ -76,19 +74,7 @@ func TestLoad(t *testing.T) {
 	stepMS := envInt("RINGLM_LOAD_STEP_MS", 20)
 	dropPct := envInt("RINGLM_LOAD_DROP_PCT", 20)
 
-	f, err := gguf.Open(tinyModel(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	v, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, tok := tinyTokenizer(t)
 	cfg := testConfig()
 	cfg.Slots = clients + 8
 	cfg.MaxChoices = 1

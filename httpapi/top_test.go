@@ -10,10 +10,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"ringlm/engine"
-	"ringlm/gguf"
 	"ringlm/kernels"
 	"ringlm/ringbuf"
-	"ringlm/tokenizer"
 )
 
 var chatHi = []map[string]any{{"role": "user", "content": "Tell me about rings."}}
@@ -224,19 +222,7 @@ func TestTopLogprobsExecute(t *testing.T) {
 // streaming, an error chunk (an error event on /execute); the server goes
 // on serving.
 func TestDeviceError(t *testing.T) {
-	f, err := gguf.Open(tinyModel(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	v, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, tok := tinyTokenizer(t)
 	const poison = 300
 	cfg := testConfig()
 	logs := &syncBuffer{}
