@@ -53,6 +53,9 @@ type Config struct {
 	// step's entry count and device timestamps (the profiler's device
 	// track). It must not block.
 	StepHook func(step uint64, entries int, startNS, endNS uint64)
+	// Tracer, when set, records request timelines and device steps from
+	// the start (trace.go; Engine.SetTracer attaches one later).
+	Tracer *Tracer
 }
 
 func (c *Config) defaults() error {
@@ -173,6 +176,16 @@ type Engine struct {
 	stats   Stats
 
 	scratch stepScratch
+
+	// Tracing (trace.go). SetTracer stores tracer and moves traceGen; the
+	// loop then copies tracer into tr, which its hooks test.
+	tracer             atomic.Pointer[Tracer]
+	traceGen, traceAck atomic.Uint64
+	tr                 *Tracer // the loop's
+	traceSeen          uint64  // the loop's
+	recMu              sync.Mutex
+	recOwned           *Tracer // the tracer Record attached, shared by recUsers Records
+	recUsers           int
 }
 
 // New creates an engine for dev. Call Close to stop it.
@@ -208,6 +221,10 @@ func New(cfg Config, dev Device) (*Engine, error) {
 		bySlot: make([]*seq, cfg.Slots), stepRegs: map[uint64][]*seq{}}
 	for i := cfg.Slots - 1; i >= 0; i-- {
 		e.freeSlots = append(e.freeSlots, i)
+	}
+	if cfg.Tracer != nil {
+		e.tracer.Store(cfg.Tracer)
+		e.traceGen.Store(1)
 	}
 	if err := dev.Start(arena); err != nil {
 		bm.Close()
@@ -277,9 +294,10 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if r.ID == "" {
 		r.ID = fmt.Sprintf("req-%d", e.nextID.Add(1))
 	}
+	k := e.nextStream.Add(1)
 	s := &seq{req: r, state: Queued, nPrompt: len(r.Prompt), maxTokens: maxTok, slot: -1, nTop: uint8(r.Params.TopLogprobs),
-		tokens: slices.Clone(r.Prompt)} // room for the generated tokens comes at admission
-	s.stream = newStream(r.ID, e.lockFor(e.nextStream.Add(1)), maxTok, func() { e.cancel(s) })
+		tokens: slices.Clone(r.Prompt), serial: k} // room for the generated tokens comes at admission
+	s.stream = newStream(r.ID, e.lockFor(k), maxTok, func() { e.cancel(s) })
 	s.stream.timeline.Arrival = time.Now()
 
 	e.inMu.Lock()

@@ -19,11 +19,15 @@ const pollEvery = 2 * time.Millisecond
 
 func (e *Engine) loop() {
 	defer close(e.loopDone)
+	defer e.stopTracing()
 	var c ringbuf.Completion
 	timer := time.NewTimer(pollEvery)
 	defer timer.Stop()
 	for !e.stopped {
 		progress := false
+		if g := e.traceGen.Load(); g != e.traceSeen {
+			e.switchTracer(g)
+		}
 		e.now = sinceEpoch()
 		// Read every published completion, then release them with one store.
 		for _, rec, ok := e.arena.Completion.Next(); ok; _, rec, ok = e.arena.Completion.Next() {
@@ -57,11 +61,21 @@ func (e *Engine) loop() {
 				}
 			}
 		} else {
-			for e.inflight < e.cfg.PipelineDepth && len(e.ctrl) == 0 && e.schedule() {
+			for e.inflight < e.cfg.PipelineDepth && len(e.ctrl) == 0 {
+				if e.tr == nil {
+					if !e.schedule() {
+						break
+					}
+				} else if !e.scheduleTraced() {
+					break
+				}
 				progress = true
 			}
 		}
 		e.publishStats()
+		if e.tr != nil {
+			e.tr.flush()
+		}
 		if progress {
 			continue
 		}
@@ -102,6 +116,9 @@ func (e *Engine) takeInbox() bool {
 	e.closingSeen = closing
 	for _, s := range in {
 		e.waiting = append(e.waiting, s)
+	}
+	if e.tr != nil && len(in) > 0 {
+		e.tr.queued(in)
 	}
 	for _, s := range cancels {
 		e.cancelSeq(s, FinishCancelled, ErrCancelled)
@@ -179,6 +196,9 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		s.generated++
 		s.tokens = append(s.tokens, int32(c.Token))
 		e.genDelta++
+		if e.tr != nil {
+			e.tr.token(s, c.Step, c.Position, c.Token, e.now)
+		}
 		if s.nTop > 0 {
 			if len(s.pending) == 0 {
 				e.dirty = append(e.dirty, s)
@@ -226,6 +246,9 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		e.statsMu.Unlock()
 		if e.cfg.StepHook != nil {
 			e.cfg.StepHook(c.Step, int(c.Slot), c.StartNS, c.EndNS)
+		}
+		if e.tr != nil {
+			e.tr.stepDone(c.Step, c.Slot, c.StartNS, c.EndNS)
 		}
 	case ringbuf.KindSlotClosed:
 		if s != nil {
@@ -293,6 +316,9 @@ func (e *Engine) slotClosed(s *seq) {
 		s.requeue = false
 		s.state = Preempted
 		e.waiting = slices.Insert(e.waiting, 0, s)
+		if e.tr != nil {
+			e.tr.preempted(s, e.now)
+		}
 	}
 }
 
@@ -397,6 +423,9 @@ func (e *Engine) unlock() {
 func (e *Engine) endStream(s *seq, f Finish, err error) {
 	e.handedOver()
 	s.stream.end(f, err)
+	if e.tr != nil {
+		e.tr.end(s)
+	}
 }
 
 func (e *Engine) handedOver() {

@@ -293,6 +293,7 @@ type seq struct {
 	// nTop of them and a list header per token.
 	topSlab []sample.TokenLogprob
 	topHdrs [][]sample.TokenLogprob
+	serial  uint64 // the request's number in Submit order (trace events)
 }
 
 // Pending finishes (seq.pendFin).

@@ -39,6 +39,10 @@ type Config struct {
 
 	LogFormat string
 	LogLevel  string
+
+	Debug       bool   // serve /debug/pprof/ and /debug/trace
+	Trace       string // write the engine's trace from start to this file on shutdown
+	TraceEvents int    // trace events kept (64 bytes each)
 }
 
 // DefaultConfig returns the defaults that Settings documents.
@@ -62,6 +66,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 30 * time.Second,
 		LogFormat:       "auto",
 		LogLevel:        "info",
+		TraceEvents:     1 << 20,
 	}
 }
 
@@ -98,6 +103,9 @@ func (c *Config) Settings() []Setting {
 		{"shutdown-timeout", "RINGLM_SHUTDOWN_TIMEOUT", "on SIGTERM, the `DURATION` running requests may finish before they end with an error", durVal{&c.ShutdownTimeout}},
 		{"log-format", "RINGLM_LOG_FORMAT", "log `FORMAT`: auto (console on a terminal, else JSON), json, console", strVal{&c.LogFormat}},
 		{"log-level", "RINGLM_LOG_LEVEL", "log `LEVEL`: debug, info, warn, error", strVal{&c.LogLevel}},
+		{"debug", "RINGLM_DEBUG", "serve GET /debug/pprof/ (Go's profiles) and GET /debug/trace?seconds=N (records the engine for N seconds, default 5, at most 60, and answers Chrome/Perfetto trace JSON); behind --api-key when set; off: 404", boolVal{&c.Debug}},
+		{"trace", "RINGLM_TRACE", "record the engine's Chrome/Perfetto trace (request timelines, device steps) from start and write it to `FILE` on shutdown", strVal{&c.Trace}},
+		{"trace-events", "RINGLM_TRACE_EVENTS", "`N` newest events --trace and /debug/trace keep (64 bytes each; older ones are dropped)", intVal{&c.TraceEvents, 1 << 10, 1 << 26}},
 	}
 }
 

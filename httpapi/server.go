@@ -301,6 +301,11 @@ func (s *Server) route(path []byte) (name string, h handler, auth bool, method s
 	if bytes.HasPrefix(path, []byte("/v1/models/")) {
 		return "/v1/models/{id}", s.modelByID, true, "GET"
 	}
+	if s.cfg.Debug && bytes.HasPrefix(path, []byte("/debug/")) {
+		if name, h := s.debugRoute(path); h != nil { // trace.go
+			return name, h, true, "GET"
+		}
+	}
 	return "other", nil, false, ""
 }
 

@@ -101,6 +101,26 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	case err := <-serveErr:
 		return err
 	}
+	// --trace: the engine's trace from the first request, written once
+	// the engine has stopped (finishTrace).
+	var trace *httpapi.TraceFile
+	if cfg.Trace != "" {
+		if trace, err = httpapi.StartTraceFile(m.Engine, cfg.Trace, cfg.TraceEvents); err != nil {
+			shutdownNow(srv)
+			m.Close()
+			return err
+		}
+	}
+	finishTrace := func() {
+		if trace == nil {
+			return
+		}
+		if n, err := trace.Finish(); err != nil {
+			log.Error().Err(err).Msg("trace")
+		} else {
+			log.Info().Str("file", cfg.Trace).Int("events", n).Msg("trace written")
+		}
+	}
 	srv.SetModel(m)
 	log.Info().Str("addr", addr).Str("model", m.Name).Dur("load", time.Since(start)).Msg("ready")
 
@@ -117,6 +137,7 @@ wait:
 			break wait
 		case err := <-serveErr:
 			m.Close()
+			finishTrace()
 			return err
 		case <-faultTick.C:
 			if fault = m.Fault(); fault != nil {
@@ -135,6 +156,7 @@ wait:
 	if cerr := m.Close(); cerr != nil {
 		log.Warn().Err(cerr).Msg("closing the engine")
 	}
+	finishTrace()
 	log.Info().Msg("stopped")
 	if fault != nil {
 		return fmt.Errorf("device failed: %w", fault)
