@@ -67,3 +67,11 @@ fuzz:
 
 clean:
 	rm -rf bin e2e/node_modules
+
+# On the GPU host: ringlm's BenchmarkDecode and the PyTorch peers (gpt-fast-
+# style torch.compile, HF eager generate, HF continuous batching) on one
+# synthetic GGUF, with the Go binaries carried in (RINGLM_BIN, CUDA_TEST);
+# one markdown table at the end. See bench/peers/README.md.
+.PHONY: bench-gpu
+bench-gpu:
+	bash bench/peers/run_all.sh
