@@ -22,6 +22,7 @@ var commands = map[string]command{
 	"tokenize": {"print the token ids and pieces of a text (or --jsonl for scripts)", runTokenize},
 	"show":     {"print a GGUF file's metadata, tensors and parameter count", runShow},
 	"serve":    {"serve the OpenAI-compatible and native HTTP API (see serve -h)", runServe},
+	"bench":    {"benchmark a server (bench serve), the engine (bench engine) or render results (bench report)", runBench},
 }
 
 func usage(w io.Writer) {
