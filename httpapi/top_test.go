@@ -227,12 +227,15 @@ func TestDeviceError(t *testing.T) {
 	cfg := testConfig()
 	logs := &syncBuffer{}
 	s := New(cfg, zerolog.New(logs).Level(zerolog.DebugLevel))
-	// The forward pass fails for any batch holding the poison token, as a
-	// device fault would: every entry gets an ERROR (CodeDevice).
+	// The forward pass fails for any batch holding a prompt with the poison
+	// token, as a device fault would: every entry gets an ERROR
+	// (CodeDevice). Only prompts (position 0): the null device samples
+	// from the whole vocabulary, so a good request may generate the poison
+	// token itself and feed it back.
 	dev := &nullDevice{name: "failing-null", vocab: len(v.Tokens), blocks: 256, slots: cfg.Slots,
 		forward: func(batch []kernels.Entry) error {
 			for _, e := range batch {
-				if slices.Contains(e.Tokens, int32(poison)) {
+				if e.Pos == 0 && slices.Contains(e.Tokens, int32(poison)) {
 					return errors.New("simulated device fault")
 				}
 			}
