@@ -17,12 +17,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"synth":    {"write a synthetic GGUF model (real architecture shapes, seeded random weights)", runSynth},
-	"run":      {"generate text from a prompt (CPU or CUDA GPU), streaming it as it is sampled", runRun},
-	"tokenize": {"print the token ids and pieces of a text (or --jsonl for scripts)", runTokenize},
-	"show":     {"print a GGUF file's metadata, tensors and parameter count", runShow},
-	"serve":    {"serve the OpenAI-compatible and native HTTP API (see serve -h)", runServe},
-	"bench":    {"benchmark a server (bench serve), the engine (bench engine) or render results (bench report)", runBench},
+	"synth":      {"write a synthetic GGUF model (real architecture shapes, seeded random weights)", runSynth},
+	"run":        {"generate text from a prompt (CPU or CUDA GPU), streaming it as it is sampled", runRun},
+	"tokenize":   {"print the token ids and pieces of a text (or --jsonl for scripts)", runTokenize},
+	"show":       {"print a GGUF file's metadata, tensors and parameter count", runShow},
+	"serve":      {"serve the OpenAI-compatible and native HTTP API (see serve -h)", runServe},
+	"bench":      {"benchmark a server (bench serve), the engine (bench engine) or render results (bench report)", runBench},
+	"perplexity": {"perplexity of a model on a text file, computed as llama.cpp's llama-perplexity", runPerplexity},
 }
 
 func usage(w io.Writer) {
