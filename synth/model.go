@@ -23,6 +23,9 @@ type Options struct {
 	// VocabOnly writes the metadata and vocabulary and no tensors, like
 	// llama.cpp's ggml-vocab-*.gguf files.
 	VocabOnly bool
+	// Weights, when set, are the tensors' values (a trained model);
+	// otherwise they are seeded random.
+	Weights Weights
 }
 
 // llama_ftype values for general.file_type.
@@ -176,7 +179,18 @@ func Build(o Options) (*gguf.Writer, error) {
 	if o.VocabOnly {
 		return w, nil
 	}
-	for _, t := range s.tensors(vocab) {
+	specs := s.tensors(vocab)
+	if o.Weights != nil {
+		if err := o.Weights.check(specs); err != nil {
+			return nil, err
+		}
+		for i, t := range specs {
+			if t.fixed == nil {
+				specs[i].fixed = o.Weights[t.name].Data
+			}
+		}
+	}
+	for _, t := range specs {
 		typ := o.Type
 		if t.oneD {
 			typ = gguf.TypeF32
@@ -208,8 +222,12 @@ const chunkElems = 1 << 16 // a multiple of every block size
 func (g *gen) write(w io.Writer) error {
 	t := g.spec
 	if t.fixed != nil {
-		buf := make([]byte, 4*len(t.fixed))
-		gguf.EncodeF32(g.typ, buf, t.fixed)
+		x := t.fixed
+		if t.heads > 0 { // trained Q/K in HF's row order
+			x = PermuteQK(x, int(t.dims[0]), t.heads)
+		}
+		buf := make([]byte, bytesFor(g.typ, uint64(len(x))))
+		gguf.EncodeF32(g.typ, buf, x)
 		_, err := w.Write(buf)
 		return err
 	}

@@ -50,6 +50,10 @@ var presets = map[string]Shape{
 		Llama3: &Llama3Rope{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OrigContext: 8192}, Tokenizer: "llama3"},
 	"mistral-7b": {Arch: "llama", Name: "Mistral-7B (synthetic)", Vocab: 32000, Dim: 4096, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128,
 		FFN: 14336, Context: 32768, RopeBase: 1e6, NormEps: 1e-5, Tokenizer: "mistral"},
+	// gocoder is the shape of the default model that tools/train/train.py
+	// trains on the Go standard library (its SHAPE must match).
+	"gocoder": {Arch: "llama", Name: "gocoder (trained on Go's standard library)", Vocab: 4096, Dim: 256, Layers: 6, Heads: 8, KVHeads: 2,
+		HeadDim: 32, FFN: 640, Context: 512, RopeBase: 10000, NormEps: 1e-5, Tied: true},
 	"phi-3-mini": {Arch: "phi3", Name: "Phi-3-mini (synthetic)", Vocab: 32064, Dim: 3072, Layers: 32, Heads: 32, KVHeads: 32, HeadDim: 96,
 		FFN: 8192, Context: 4096, RopeBase: 10000, NormEps: 1e-5, Tokenizer: "mistral"},
 }

@@ -12,13 +12,14 @@ import (
 )
 
 func runSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("synth", "synth --preset P [--arch A] -o FILE [--type f32|f16|bf16|q8_0] [--seed N] [--tokenizer tokenizer.json] [--vocab-only]", stderr)
+	fs := newFlagSet("synth", "synth --preset P [--arch A] -o FILE [--type f32|f16|bf16|q8_0] [--seed N] [--tokenizer tokenizer.json] [--weights model.safetensors] [--vocab-only]", stderr)
 	preset := fs.String("preset", "tiny", "shape preset: "+strings.Join(synth.PresetNames(), ", "))
 	arch := fs.String("arch", "", "architecture: llama (also mistral), qwen2, phi3; tiny defaults to llama, other presets fix their own")
 	out := fs.String("o", "", "output GGUF file (required)")
 	typName := fs.String("type", "f16", "weight type of the matrices: f32, f16, bf16, q8_0 (norms and biases stay f32)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
 	tokPath := fs.String("tokenizer", "", "vocabulary to use: a HuggingFace tokenizer.json (tokenizer_config.json beside it is read too) or a GGUF file's vocabulary; either may be gzipped")
+	weights := fs.String("weights", "", "trained weights to write instead of random ones: a .safetensors file with llama.cpp tensor names (tools/train/train.py writes one for --preset gocoder)")
 	vocabOnly := fs.Bool("vocab-only", false, "write only metadata and vocabulary, no tensors (like llama.cpp's ggml-vocab files)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -41,6 +42,11 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	o := synth.Options{Shape: shape, Type: typ, Seed: *seed, VocabOnly: *vocabOnly}
 	if *tokPath != "" {
 		if o.Tokenizer, err = importTokenizer(*tokPath); err != nil {
+			return err
+		}
+	}
+	if *weights != "" {
+		if o.Weights, err = synth.ReadSafetensors(*weights); err != nil {
 			return err
 		}
 	}
