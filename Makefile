@@ -7,7 +7,7 @@ FUZZTIME  ?= 30s
 NVCC      ?= nvcc
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
 DEFAULT_MODEL := bin/default-tiny-llama.gguf
-PROMPT    ?= The ring buffer
+PROMPT    ?= package main\n\nimport "fmt"\n\n// fib returns the n-th Fibonacci number.\nfunc fib(n int) int {\n
 
 .PHONY: all build test vet run cuda bench fuzz clean model e2e
 
@@ -25,7 +25,8 @@ vet:
 test: vet e2e
 	$(GO) test -race -count=1 ./...
 
-# The tiny synthetic default model (tiny llama shape, Mistral vocabulary).
+# The tiny synthetic model of the end-to-end tests (tiny llama shape,
+# Mistral vocabulary).
 model: build
 	@[ -f $(DEFAULT_MODEL) ] || ./$(BIN) synth --preset tiny --arch llama --type f16 --seed 1 --tokenizer testdata/tokenizer/mistral.gguf.gz -o $(DEFAULT_MODEL)
 
@@ -39,11 +40,12 @@ e2e/node_modules/.package-lock.json: e2e/package.json e2e/package-lock.json
 e2e: model e2e/node_modules/.package-lock.json
 	./e2e/run.sh
 
-# Builds the binary and a small synthetic default model (tiny llama shape
-# with the real Mistral vocabulary from testdata/), then generates on the CPU.
-# A synthetic model's text is meaningless: see README for a real GGUF.
-run: model
-	./$(BIN) run -m $(DEFAULT_MODEL) -p "$(PROMPT)" -n 48 --seed 42
+# Builds the binary and continues a Go prompt with the built-in model
+# (gocoder: 5M parameters trained by the project on Go's standard library,
+# embedded in the binary) on the CPU, printing tok/s. PROMPT='...' for
+# another prompt (\n and \t are expanded).
+run: build
+	./$(BIN) run -p "$$(printf '%b' '$(PROMPT)')" -n 96 --seed 42
 
 # The CUDA device library (needs nvcc; never needed by `go build`).
 cuda:

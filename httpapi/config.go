@@ -80,7 +80,7 @@ type Setting struct {
 // Settings binds every field of c to its flag and environment variable.
 func (c *Config) Settings() []Setting {
 	return []Setting{
-		{"m", "RINGLM_MODEL", "GGUF model `FILE` (required)", strVal{&c.Model}},
+		{"m", "RINGLM_MODEL", "GGUF model `FILE` (default: the built-in gocoder model, a small Go-code completer)", strVal{&c.Model}},
 		{"model-name", "RINGLM_MODEL_NAME", "`NAME` reported by /v1/models and accepted in requests (default: the GGUF's general.name, else the file's base name; both are always accepted)", strVal{&c.ModelName}},
 		{"host", "RINGLM_HOST", "`ADDRESS` to listen on; 127.0.0.1 keeps the server local, 0.0.0.0 exposes it", strVal{&c.Host}},
 		{"port", "RINGLM_PORT", "TCP `PORT` (0 picks a free one and logs it)", intVal{&c.Port, 0, 65535}},

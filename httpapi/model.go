@@ -20,6 +20,7 @@ import (
 	"ringlm/kernels/cpu"
 	"ringlm/kernels/cuda"
 	"ringlm/model"
+	"ringlm/models"
 	"ringlm/ringbuf"
 	"ringlm/tokenizer"
 )
@@ -94,7 +95,14 @@ func Load(o LoadOptions) (*Model, error) {
 	if err := CheckDevice(o.Device); err != nil {
 		return nil, err
 	}
-	f, err := gguf.Open(o.Model)
+	var f *gguf.File
+	var err error
+	if o.Model == "" {
+		// The built-in model (package models), parsed from memory.
+		f, err = gguf.Parse(models.Default())
+	} else {
+		f, err = gguf.Open(o.Model)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -247,9 +255,16 @@ func build(f *gguf.File, o LoadOptions) (mm *Model, closeDev func() error, err e
 		return nil, nil, err
 	}
 	general, _ := f.String("general.name")
-	base := strings.TrimSuffix(filepath.Base(o.Model), filepath.Ext(o.Model))
+	file := o.Model
+	if file == "" {
+		file = models.DefaultFile
+		if o.ModelName == "" {
+			o.ModelName = models.DefaultName
+		}
+	}
+	base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	mm = &Model{Engine: eng, Tokenizer: tok, Context: mdl.Context, Created: time.Now().Unix(), fault: fault}
-	mm.Name, mm.Aliases = modelNames(o.ModelName, general, base, filepath.Base(o.Model))
+	mm.Name, mm.Aliases = modelNames(o.ModelName, general, base, filepath.Base(file))
 	switch {
 	case forced != nil:
 		mm.Chat = forced

@@ -15,6 +15,7 @@ import (
 	"ringlm/chat"
 	"ringlm/engine"
 	"ringlm/httpapi"
+	"ringlm/models"
 	"ringlm/sample"
 	"ringlm/tokenizer"
 )
@@ -24,8 +25,8 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 }
 
 func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "run -m FILE [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--template NAME]] [--device auto|cpu|cuda]", stderr)
-	modelPath := fs.String("m", "", "GGUF model file (required)")
+	fs := newFlagSet("run", "run [-m FILE] [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--template NAME]] [--device auto|cpu|cuda]", stderr)
+	modelPath := fs.String("m", "", "GGUF model file (default: the built-in "+models.DefaultName+" model, a small Go-code completer)")
 	prompt := fs.String("p", "", "prompt (default: read from stdin)")
 	n := fs.Int("n", 128, "tokens to generate at most")
 	temp := fs.Float64("temp", 0.8, "temperature (0 = greedy)")
@@ -46,9 +47,6 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q (quote the prompt and pass it with -p)", pos[0])
-	}
-	if *modelPath == "" {
-		return usagef("-m FILE is required")
 	}
 	if *n < 0 {
 		return usagef("-n must be >= 0")

@@ -90,13 +90,30 @@ func TestRunDeterministicAcrossProcesses(t *testing.T) {
 	}
 }
 
+// With no -m, run uses the built-in model (package models): a Go-code
+// completer, deterministic under greedy decoding.
+func TestRunBuiltinModel(t *testing.T) {
+	args := []string{"run", "-p", "package main\n\nimport \"fmt\"\n\nfunc main() {\n", "-n", "24", "--temp", "0"}
+	a, stats := child(t, args...)
+	b, _ := child(t, args...)
+	if a != b || strings.TrimSpace(a) == "" {
+		t.Fatalf("greedy output differs or is empty:\n%q\n%q", a, b)
+	}
+	if !strings.Contains(a, "fmt.") {
+		t.Errorf("no Go-looking continuation: %q", a)
+	}
+	if !strings.Contains(stats, "tokens per second") {
+		t.Fatalf("no speed report: %q", stats)
+	}
+}
+
 func TestRunErrors(t *testing.T) {
 	m := testModel(t)
 	cases := map[string][]string{
 		"no chat template": {"run", "-m", m, "-p", "hi", "--chat"},
 		"bad template":     {"run", "-m", m, "-p", "hi", "--chat", "--template", "alpaca"},
 		"bad temperature":  {"run", "-m", m, "-p", "hi", "--temp", "-1"},
-		"missing model":    {"run", "-p", "hi"},
+		"missing model":    {"run", "-m", filepath.Join(t.TempDir(), "none.gguf"), "-p", "hi"},
 		"bad kv type":      {"run", "-m", m, "-p", "hi", "--kv-type", "q4_0"},
 	}
 	for name, args := range cases {

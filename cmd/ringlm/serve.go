@@ -41,14 +41,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if cfg.Model == "" {
-		return usagef("-m FILE (or RINGLM_MODEL) is required")
-	}
 	if err := cfg.Check(); err != nil {
 		return usageError{err.Error()}
 	}
-	if _, err := os.Stat(cfg.Model); err != nil {
-		return err
+	if cfg.Model != "" { // none: the built-in model (package models)
+		if _, err := os.Stat(cfg.Model); err != nil {
+			return err
+		}
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {

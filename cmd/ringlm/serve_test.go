@@ -123,9 +123,6 @@ func TestServeGracefulStop(t *testing.T) {
 }
 
 func TestServeUsage(t *testing.T) {
-	if code, _, errOut := runCmd(t, "serve"); code != 2 || !strings.Contains(errOut, "-m FILE") {
-		t.Errorf("no model: %d %q", code, errOut)
-	}
 	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf", "--port", "99999"); code != 2 || !strings.Contains(errOut, "port") {
 		t.Errorf("bad port: %d %q", code, errOut)
 	}

@@ -22,9 +22,11 @@ import (
 	"ringlm/gguf"
 	"ringlm/kernels/cpu"
 	"ringlm/model"
+	"ringlm/models"
 	"ringlm/ringbuf"
 	"ringlm/sample"
 	"ringlm/synth"
+	"ringlm/tokenizer"
 )
 
 // Tests that need a GPU call needGPU first: without libringlm_cuda.so or a
@@ -812,6 +814,61 @@ func TestGreedyMatchesCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBuiltinModelGreedy: the built-in model (package models: gocoder,
+// Q8_0, trained by the project) continues Go prompts with the same 256
+// greedy tokens on the GPU as on the CPU reference device, alone and as a
+// batch.
+func TestBuiltinModelGreedy(t *testing.T) {
+	needGPU(t)
+	f, err := gguf.Parse(models.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{
+		"package main\n\nimport \"fmt\"\n\n// fib returns the n-th Fibonacci number.\nfunc fib(n int) int {\n",
+		"package strings\n\n// Reverse returns s with its runes in reverse order.\nfunc Reverse(s string) string {\n",
+		"func (b *Buffer) Write(p []byte) (n int, err error) {\n",
+		"// Copyright 2009 The Go Authors. All rights reserved.\n\npackage http\n\nimport (\n",
+	}
+	p := sample.Defaults()
+	p.Temperature, p.MaxTokens = 0, 256
+	reqs := make([]engine.Request, len(texts))
+	for i, s := range texts {
+		reqs[i] = engine.Request{Prompt: tok.Encode(s), Params: p, IgnoreEOS: true}
+	}
+	ref := run(t, cpuEngine(t, m, len(reqs), len(reqs)*24), reqs)
+	e, _, closeGPU := cudaEngine(t, m, engine.Config{Slots: 8})
+	defer closeGPU()
+	check := func(what string, got [][]int32, idx []int) {
+		for k, i := range idx {
+			if len(got[k]) != 256 || !slices.Equal(got[k], ref[i]) {
+				at := 0
+				for at < min(len(got[k]), len(ref[i])) && got[k][at] == ref[i][at] {
+					at++
+				}
+				t.Errorf("%s, prompt %d: %d tokens, diverges from the CPU at token %d", what, i, len(got[k]), at)
+			}
+		}
+	}
+	for i := range reqs {
+		check("alone", run(t, e, reqs[i:i+1]), []int{i})
+	}
+	check("batched", run(t, e, reqs), []int{0, 1, 2, 3})
+	t.Logf("prompt 0 continues (GPU = CPU, 256 tokens): %q", tok.Decode(ref[0][:48]))
 }
 
 // TestLogitsMatchCPU: the logits of a prompt's last token on the GPU are
