@@ -7,7 +7,7 @@ FUZZTIME  ?= 30s
 NVCC      ?= nvcc
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
 DEFAULT_MODEL := bin/default-tiny-llama.gguf
-PROMPT    ?= package main\n\nimport "fmt"\n\n// fib returns the n-th Fibonacci number.\nfunc fib(n int) int {\n
+PROMPT    ?= package main\n\nimport "fmt"\n\n// fib returns the n-th Fibonacci number.\nfunc fib(n int) int {
 
 .PHONY: all build test vet run cuda bench fuzz clean model e2e
 
@@ -45,7 +45,8 @@ e2e: model e2e/node_modules/.package-lock.json
 # embedded in the binary) on the CPU, printing tok/s. PROMPT='...' for
 # another prompt (\n and \t are expanded).
 run: build
-	./$(BIN) run -p "$$(printf '%b' '$(PROMPT)')" -n 96 --seed 42
+	@printf '%b' '$(PROMPT)'
+	@./$(BIN) run -p "$$(printf '%b' '$(PROMPT)')" -n 96 --seed 42
 
 # The CUDA device library (needs nvcc; never needed by `go build`).
 cuda:
