@@ -248,3 +248,21 @@ func Tokenize(t *tokenizer.Tokenizer, text string, o *Options) []int32 {
 	}
 	return append([]int32{v.BOS}, ids...)
 }
+
+// Load builds the model and its tokenizer from an open GGUF file (which
+// must stay open while they are used).
+func Load(f *gguf.File) (*model.Model, *tokenizer.Tokenizer, error) {
+	m, err := model.Load(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := tokenizer.New(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, tok, nil
+}

@@ -21,15 +21,7 @@ type loaded struct {
 
 func load(t *testing.T, f *gguf.File) loaded {
 	t.Helper()
-	m, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(v)
+	m, tok, err := eval.Load(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,6 @@ import (
 
 	"ringlm/eval"
 	"ringlm/gguf"
-	"ringlm/model"
-	"ringlm/tokenizer"
 )
 
 // maxPerplexityText bounds the text `ringlm perplexity` reads.
@@ -110,15 +108,7 @@ func perplexityWith(stdin io.Reader, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer f.Close()
-	m, err := model.Load(f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *modelPath, err)
-	}
-	v, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *modelPath, err)
-	}
-	tok, err := tokenizer.New(v)
+	m, tok, err := eval.Load(f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *modelPath, err)
 	}

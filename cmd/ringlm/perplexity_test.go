@@ -14,8 +14,6 @@ import (
 
 	"ringlm/eval"
 	"ringlm/gguf"
-	"ringlm/model"
-	"ringlm/tokenizer"
 )
 
 const pplSentence = "The quick brown fox jumps over the lazy dog. Once upon a time, there was a ring buffer.\n"
@@ -37,15 +35,7 @@ func libraryPerplexity(t *testing.T, path, text string, o eval.Options) *eval.Re
 		t.Fatal(err)
 	}
 	defer f.Close()
-	m, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(v)
+	m, tok, err := eval.Load(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"ringlm/engine"
+	"ringlm/eval"
 	"ringlm/gguf"
 	"ringlm/kernels/cpu"
 	"ringlm/model"
@@ -26,7 +27,6 @@ import (
 	"ringlm/ringbuf"
 	"ringlm/sample"
 	"ringlm/synth"
-	"ringlm/tokenizer"
 )
 
 // Tests that need a GPU call needGPU first: without libringlm_cuda.so or a
@@ -826,15 +826,7 @@ func TestBuiltinModelGreedy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(v)
+	m, tok, err := eval.Load(f)
 	if err != nil {
 		t.Fatal(err)
 	}
