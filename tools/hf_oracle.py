@@ -180,6 +180,15 @@ def build(g):
     inv = 1.0 / (base ** (torch.arange(0, rope_dim, 2, dtype=torch.int64).to(torch.float32) / rope_dim))
     if "rope_freqs.weight" in g.tensors:
         inv = inv / torch.from_numpy(g.tensor("rope_freqs.weight"))
+    set_rope(model, inv, "oracle")
+    return model, arch
+
+
+def set_rope(model, inv, who):
+    """Gives every rotary embedding module of model the frequencies inv
+    (llama.cpp's, rope_freqs applied) with no attention scaling."""
+    import torch
+
     n_rot = 0
     for mod in model.modules():
         if hasattr(mod, "inv_freq") and isinstance(mod.inv_freq, torch.Tensor):
@@ -190,8 +199,7 @@ def build(g):
                 mod.attention_scaling = 1.0
             n_rot += 1
     if n_rot == 0:
-        raise SystemExit("oracle: no rotary embedding module found")
-    return model, arch
+        raise SystemExit(f"{who}: no rotary embedding module found")
 
 
 def main():

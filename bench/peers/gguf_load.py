@@ -32,6 +32,7 @@ from hf_oracle import (  # noqa: E402,F401  (re-exported: one reader for the rep
     GGML_F32,
     GGML_Q8_0,
     GGUF,
+    set_rope,
     TYPE_SIZE,
     unpermute,
 )
@@ -241,17 +242,7 @@ def build_hf(g, dtype, device, attn="sdpa", log=print):
         emb = model.get_input_embeddings().weight
         if model.lm_head.weight.data_ptr() != emb.data_ptr():
             model.lm_head.weight = emb
-    n_rot = 0
-    for mod in model.modules():
-        if hasattr(mod, "inv_freq") and isinstance(mod.inv_freq, torch.Tensor):
-            mod.inv_freq = inv.clone()
-            if hasattr(mod, "original_inv_freq"):
-                mod.original_inv_freq = inv.clone()
-            if hasattr(mod, "attention_scaling"):
-                mod.attention_scaling = 1.0
-            n_rot += 1
-    if n_rot == 0:
-        raise SystemExit("peers: no rotary embedding module found")
+    set_rope(model, inv, "peers")
     bad = [n for n, p in model.named_parameters() if p.dtype != dtype or p.device.type != torch.device(device).type]
     if bad:
         raise SystemExit(f"peers: parameters not {dtype} on {device}: {bad[:4]}")
