@@ -34,6 +34,9 @@ type benchExit struct {
 	code int
 }
 
+// ExitCode is the subcommand's status, which the binary exits with.
+func (e benchExit) ExitCode() int { return e.code }
+
 func (e benchExit) Error() string {
 	if e.code == 130 {
 		return e.sub + " was interrupted"

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -128,5 +129,19 @@ func TestBenchUsage(t *testing.T) {
 	}
 	if code, out, _ := runCmd(t, "help"); code != 0 || !strings.Contains(out, "bench") {
 		t.Errorf("help does not list bench: %q", out)
+	}
+}
+
+// A bench subcommand's own exit status reaches the binary's (bench serve
+// exits 130 when interrupted, 1 when nothing completed).
+func TestBenchExitStatus(t *testing.T) {
+	saved := benchCommands[0].main
+	defer func() { benchCommands[0].main = saved }()
+	for _, want := range []int{1, 130} {
+		benchCommands[0].main = func(args []string, stdout, stderr io.Writer) int { return want }
+		code, _, errOut := runCmd(t, "bench", benchCommands[0].name)
+		if code != want || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("subcommand status %d: binary %d, stderr %q", want, code, errOut)
+		}
 	}
 }

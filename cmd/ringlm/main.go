@@ -70,6 +70,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		fmt.Fprintf(stderr, "ringlm %s: %s\n", args[0], oneLine(err.Error()))
+		var ec interface{ ExitCode() int }
+		if errors.As(err, &ec) {
+			return ec.ExitCode() // a subcommand's own status (bench serve: 130 when interrupted)
+		}
 		return 1
 	}
 	return 0
