@@ -256,11 +256,7 @@ func Load(f *gguf.File) (*model.Model, *tokenizer.Tokenizer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		return nil, nil, err
-	}
-	tok, err := tokenizer.New(v)
+	tok, err := tokenizer.Load(f)
 	if err != nil {
 		return nil, nil, err
 	}

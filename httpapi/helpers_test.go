@@ -423,13 +423,9 @@ func tinyTokenizer(t testing.TB) (*tokenizer.Vocab, *tokenizer.Tokenizer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() }) // the vocabulary may point into the mapping
-	v, err := tokenizer.FromGGUF(f)
+	tok, err := tokenizer.Load(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := tokenizer.New(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v, tok
+	return tok.Vocab(), tok
 }

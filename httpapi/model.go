@@ -177,14 +177,11 @@ func build(f *gguf.File, o LoadOptions) (mm *Model, closeDev func() error, err e
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := tokenizer.FromGGUF(f)
+	tok, err := tokenizer.Load(f)
 	if err != nil {
 		return nil, nil, err
 	}
-	tok, err := tokenizer.New(v)
-	if err != nil {
-		return nil, nil, err
-	}
+	v := tok.Vocab()
 	kvt, ok := gguf.ParseType(o.KVType)
 	if !ok || (kvt != gguf.TypeF16 && kvt != gguf.TypeF32) {
 		return nil, nil, fmt.Errorf("--kv-type must be f16 or f32, got %q", o.KVType)

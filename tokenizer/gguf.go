@@ -7,6 +7,17 @@ import (
 )
 
 // FromGGUF reads the vocabulary from a GGUF file's tokenizer.ggml.* keys.
+// Load builds the tokenizer of a GGUF file's vocabulary (FromGGUF, then
+// New); Vocab() returns the vocabulary. The file must stay open while the
+// tokenizer is used.
+func Load(f *gguf.File) (*Tokenizer, error) {
+	v, err := FromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	return New(v)
+}
+
 // Absent optional keys take llama.cpp's defaults: pre "default", BOS added
 // and a space prefix for SentencePiece vocabularies, BOS added for Llama 3
 // style ones.

@@ -18,12 +18,9 @@ func loadTokenizer(path string) (*tokenizer.Tokenizer, *gguf.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := tokenizer.FromGGUF(f)
+	t, err := tokenizer.Load(f)
 	if err == nil {
-		var t *tokenizer.Tokenizer
-		if t, err = tokenizer.New(v); err == nil {
-			return t, f, nil
-		}
+		return t, f, nil
 	}
 	f.Close()
 	return nil, nil, fmt.Errorf("%s: %w", path, err)
