@@ -16,20 +16,17 @@ import (
 // holding the poison token: the executor answers each entry of the batch
 // with ERROR (CodeDevice).
 type faultyDevice struct {
-	vocab, blocks, slots int
-	poison               int32
-	x                    *kernels.Executor
+	*kernels.Device
+	vocab  int
+	poison int32
 }
 
-func (d *faultyDevice) Name() string { return "faulty-null" }
-func (d *faultyDevice) Start(a *ringbuf.Arena) error {
-	d.x = kernels.NewExecutor(a, d, d.slots, d.blocks)
-	d.x.Start()
-	return nil
+func newFaultyDevice(vocab, blocks, slots int, poison int32) *faultyDevice {
+	d := &faultyDevice{vocab: vocab, poison: poison}
+	d.Device = kernels.NewDevice("faulty-null", d, slots, blocks)
+	return d
 }
-func (d *faultyDevice) Notify()                   { d.x.Notify() }
-func (d *faultyDevice) Doorbell() <-chan struct{} { return d.x.Doorbell() }
-func (d *faultyDevice) Wait() error               { return d.x.Wait() }
+
 func (d *faultyDevice) Vocab() int                { return d.vocab }
 func (d *faultyDevice) BlockSize() int            { return DefaultBlockSize }
 func (d *faultyDevice) Pick(_ int, seed uint64, pos int) int32 {
@@ -51,7 +48,7 @@ func (d *faultyDevice) Forward(batch []kernels.Entry) error {
 // OPEN failed with SLOT_STATE.)
 func TestFailedStepClosesSlot(t *testing.T) {
 	const vocab, poison = 1000, 999
-	dev := &faultyDevice{vocab: vocab, blocks: 64, slots: 1, poison: poison}
+	dev := newFaultyDevice(vocab, 64, 1, poison)
 	e, err := New(Config{Slots: 1, NumBlocks: 64, Vocab: vocab, Context: 1024, Allocator: ringbuf.HeapAllocator{}}, dev)
 	if err != nil {
 		t.Fatal(err)

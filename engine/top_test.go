@@ -8,18 +8,20 @@ import (
 
 	"ringlm/kernels"
 	"ringlm/kernels/null"
+	"ringlm/ringbuf"
 	"ringlm/sample"
 )
 
 // Tokens of a request that asked for alternatives carry them, complete,
 // even when the device publishes a token and its TOP_LOGPROBS records in
-// different batches (a 4-record completion ring forces that) and when the
+// different batches (the smallest completion ring two slots allow, with
+// four steps queued ahead, forces that) and when the
 // token finishes the request; tokens of other requests carry none.
 func TestTopLogprobsNull(t *testing.T) {
 	const vocab, promptLen = 1000, 7
 	const seedA = 77
 	eos := null.Token(seedA, promptLen+5, vocab) // request A's sixth token
-	e := newNullEngine(t, Config{Vocab: vocab, Slots: 8, CompletionCap: 4, EOS: []int32{eos}})
+	e := newNullEngine(t, Config{Vocab: vocab, Slots: 2, PipelineDepth: 4, CompletionCap: ringbuf.MinCompletionCap(2), EOS: []int32{eos}})
 	type spec struct {
 		seed uint64
 		nTop int

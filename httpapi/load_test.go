@@ -28,21 +28,17 @@ import (
 // ring protocol, tokens are the null device's, and forward (when set)
 // decides what a step costs or whether it fails.
 type nullDevice struct {
-	name                 string
-	vocab, blocks, slots int
-	forward              func([]kernels.Entry) error
-	x                    *kernels.Executor
+	*kernels.Device
+	vocab   int
+	forward func([]kernels.Entry) error
 }
 
-func (d *nullDevice) Name() string { return d.name }
-func (d *nullDevice) Start(a *ringbuf.Arena) error {
-	d.x = kernels.NewExecutor(a, d, d.slots, d.blocks)
-	d.x.Start()
-	return nil
+func newNullDevice(name string, vocab, blocks, slots int, forward func([]kernels.Entry) error) *nullDevice {
+	d := &nullDevice{vocab: vocab, forward: forward}
+	d.Device = kernels.NewDevice(name, d, slots, blocks)
+	return d
 }
-func (d *nullDevice) Notify()                   { d.x.Notify() }
-func (d *nullDevice) Doorbell() <-chan struct{} { return d.x.Doorbell() }
-func (d *nullDevice) Wait() error               { return d.x.Wait() }
+
 func (d *nullDevice) Vocab() int                { return d.vocab }
 func (d *nullDevice) BlockSize() int            { return engine.DefaultBlockSize }
 func (d *nullDevice) Forward(batch []kernels.Entry) error {
@@ -85,8 +81,8 @@ func TestLoad(t *testing.T) {
 	// batch looks like (tokens for every sequence at once, every few
 	// milliseconds), while the CPU stays free for the HTTP layer measured.
 	step := time.Duration(stepMS) * time.Millisecond
-	dev := &nullDevice{name: "paced-null", vocab: len(v.Tokens), blocks: blocks, slots: cfg.Slots,
-		forward: func([]kernels.Entry) error { time.Sleep(step); return nil }}
+	dev := newNullDevice("paced-null", len(v.Tokens), blocks, cfg.Slots,
+		func([]kernels.Entry) error { time.Sleep(step); return nil })
 	eng, err := engine.New(engine.Config{Slots: cfg.Slots, NumBlocks: blocks, Context: 4096, Vocab: len(v.Tokens),
 		TokenBudget: 4096, Allocator: ringbuf.HeapAllocator{}, EOS: []int32{v.EOS}, StepHook: s.StepHook()}, dev)
 	if err != nil {

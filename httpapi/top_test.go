@@ -232,15 +232,15 @@ func TestDeviceError(t *testing.T) {
 	// (CodeDevice). Only prompts (position 0): the null device samples
 	// from the whole vocabulary, so a good request may generate the poison
 	// token itself and feed it back.
-	dev := &nullDevice{name: "failing-null", vocab: len(v.Tokens), blocks: 256, slots: cfg.Slots,
-		forward: func(batch []kernels.Entry) error {
+	dev := newNullDevice("failing-null", len(v.Tokens), 256, cfg.Slots,
+		func(batch []kernels.Entry) error {
 			for _, e := range batch {
 				if e.Pos == 0 && slices.Contains(e.Tokens, int32(poison)) {
 					return errors.New("simulated device fault")
 				}
 			}
 			return nil
-		}}
+		})
 	eng, err := engine.New(engine.Config{Slots: cfg.Slots, NumBlocks: 256, Context: 2048, Vocab: len(v.Tokens),
 		Allocator: ringbuf.HeapAllocator{}, Log: zerolog.New(logs)}, dev)
 	if err != nil {

@@ -3,6 +3,7 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 
 	"sync"
@@ -64,6 +65,7 @@ type Executor struct {
 	numBlocks int
 	blockSize int
 	vocab     int
+	lim       Limits
 
 	notify   chan struct{} // host -> device: submit records were published
 	doorbell chan struct{} // device -> host: completions were published
@@ -101,9 +103,26 @@ type slot struct {
 	promptLen int // fed tokens at positions >= promptLen are generated ones (0: none are)
 }
 
+// Limits are the sizes a device was opened with, which the protocol
+// makes part of what it answers (PROTOCOL.md, "Capacity"): positions
+// below Context (a slot's block table holds ceil(Context/BlockSize)
+// blocks), at most MaxStepTokens tokens a STEP. Zero: no limit.
+type Limits struct {
+	Context       int
+	MaxStepTokens int
+}
+
+// Limiter is implemented by backends with capacity limits.
+type Limiter interface{ Limits() Limits }
+
 // NewExecutor prepares an executor for slots slots over a KV pool of
-// numBlocks blocks.
-func NewExecutor(a *ringbuf.Arena, be Backend, slots, numBlocks int) *Executor {
+// numBlocks blocks. It refuses an arena whose completion ring cannot hold
+// one step's records (ringbuf.MinCompletionCap), as every device does.
+func NewExecutor(a *ringbuf.Arena, be Backend, slots, numBlocks int) (*Executor, error) {
+	if c, need := a.Completion.Cap(), ringbuf.MinCompletionCap(slots); c < need {
+		return nil, fmt.Errorf("kernels: a completion ring of %d records for %d slots (one step can answer %d; at least %d)",
+			c, slots, ringbuf.StepRecords(slots), need)
+	}
 	x := &Executor{arena: a, be: be, slots: make([]slot, slots), numBlocks: numBlocks, vocab: be.Vocab(),
 		notify: make(chan struct{}, 1), doorbell: make(chan struct{}, 1), done: make(chan struct{})}
 	x.picker, _ = be.(Picker)
@@ -111,7 +130,18 @@ func NewExecutor(a *ringbuf.Arena, be Backend, slots, numBlocks int) *Executor {
 	if b, ok := be.(BlockSizer); ok {
 		x.blockSize = b.BlockSize()
 	}
-	return x
+	if l, ok := be.(Limiter); ok {
+		x.lim = l.Limits()
+	}
+	return x, nil
+}
+
+// tableLen is the length of a slot's block table.
+func (x *Executor) tableLen() int {
+	if x.lim.Context <= 0 {
+		return math.MaxInt
+	}
+	return (x.lim.Context + x.blockSize - 1) / x.blockSize
 }
 
 // Notify tells the device that submit records were published. It never
@@ -287,7 +317,7 @@ func (x *Executor) exec(r *ringbuf.SubmitRecord) (stop bool) {
 		if !ok {
 			return false
 		}
-		if r.GrantCount != r.PayloadLen || int(r.GrantFirst) > len(s.blocks) {
+		if r.GrantCount != r.PayloadLen || int(r.GrantFirst) > len(s.blocks) || uint64(r.GrantFirst)+uint64(r.GrantCount) > uint64(x.tableLen()) {
 			x.fail(r.ID, r.Slot, ringbuf.CodeBadPayload, r.PayloadOff)
 			return false
 		}
@@ -343,6 +373,10 @@ func (x *Executor) open(r *ringbuf.SubmitRecord) {
 		return
 	}
 	p := pl.Params
+	if (x.lim.Context > 0 && int64(p.StartPos) > int64(x.lim.Context)) || len(pl.Hist) > int(p.StartPos) {
+		x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, ringbuf.SPOffStartPos)
+		return
+	}
 	sp := sample.Defaults()
 	sp.Temperature, sp.TopP, sp.MinP, sp.TopK = p.Temperature, p.TopP, p.MinP, int(p.TopK)
 	sp.RepeatPenalty, sp.RepeatLastN = p.RepeatPenalty, int(p.RepeatLastN)
@@ -355,6 +389,12 @@ func (x *Executor) open(r *ringbuf.SubmitRecord) {
 			b := pl.BiasAt(i)
 			sp.LogitBias[int32(b.Token)] = b.Bias
 		}
+	}
+	// Every device refuses the same parameters, those that pick tokens
+	// without a sampler too.
+	if err := sp.Validate(x.vocab); err != nil {
+		x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, paramWord(err, &pl, x.vocab))
+		return
 	}
 	var sm *sample.Sampler
 	if x.picker == nil {
@@ -450,7 +490,8 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 				samples++
 			}
 		}
-		valid = tokens == uint64(r.StepTokens) && samples == r.StepSample
+		valid = tokens == uint64(r.StepTokens) && samples == r.StepSample &&
+			(x.lim.MaxStepTokens <= 0 || tokens <= uint64(x.lim.MaxStepTokens))
 	}
 	if !valid {
 		x.fail(r.ID, ringbuf.NoSlot, ringbuf.CodeBadPayload, r.PayloadOff)
@@ -490,7 +531,7 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 			continue
 		}
 		last := s.pos + int(e.NTokens) - 1
-		if last/bs >= len(s.blocks) {
+		if last/bs >= len(s.blocks) || (x.lim.Context > 0 && last >= x.lim.Context) {
 			x.failEntry(r.ID, e.Slot, ringbuf.CodeNoBlock, uint32(last))
 			continue
 		}

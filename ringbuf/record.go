@@ -214,6 +214,24 @@ const (
 // alternatives.
 func TopRecords(n int) int { return (n + TopPerRecord - 1) / TopPerRecord }
 
+// StepRecords is the most completions one STEP can produce on a device of
+// slots slots: a TOKEN and the alternatives of MaxTop for every slot, and
+// the STEP_DONE. (An entry that fails or is skipped answers one record in
+// place of its TOKEN.)
+func StepRecords(slots int) int { return slots*(1+TopRecords(MaxTop)) + 1 }
+
+// MinCompletionCap is the smallest completion ring a device of slots slots
+// starts on: one whole step's records fit, so a device that reserves a
+// step's records before it samples them (the CUDA kernel writes each
+// row's TOKEN from another block) never waits for room it cannot get.
+func MinCompletionCap(slots int) int {
+	c := 1
+	for c < StepRecords(slots) {
+		c <<= 1
+	}
+	return c
+}
+
 // TopLogprob is one alternative of a TOP_LOGPROBS record.
 type TopLogprob struct {
 	Token   uint32 // TopNone: unused

@@ -4,21 +4,18 @@
 package cpu
 
 import (
-	"fmt"
-
 	"ringlm/gguf"
 	"ringlm/kernels"
 	"ringlm/model"
-	"ringlm/ringbuf"
 )
 
 // Device runs steps on the CPU.
 type Device struct {
-	m     *model.Model
-	kv    *model.KVPool
-	slots int
-	x     *kernels.Executor
-	seqs  []model.Seq
+	*kernels.Device
+	m    *model.Model
+	kv   *model.KVPool
+	lim  kernels.Limits
+	seqs []model.Seq
 }
 
 // New allocates the KV pool (numBlocks blocks of blockSize positions, in
@@ -28,30 +25,18 @@ func New(m *model.Model, kvType gguf.Type, numBlocks, blockSize, slots int) (*De
 	if err != nil {
 		return nil, err
 	}
-	return &Device{m: m, kv: kv, slots: slots}, nil
+	d := &Device{m: m, kv: kv, lim: kernels.Limits{Context: m.Context}}
+	d.Device = kernels.NewDevice("cpu", d, slots, kv.Blocks)
+	return d, nil
 }
 
-// Name says what runs the steps.
-func (d *Device) Name() string { return "cpu" }
+// SetLimits replaces the capacity limits the device answers by (default:
+// the model's context, no step limit), as the CUDA device is opened with
+// them; call it before Start.
+func (d *Device) SetLimits(l kernels.Limits) { d.lim = l }
 
-// Start begins consuming the arena's submit ring.
-func (d *Device) Start(a *ringbuf.Arena) error {
-	if d.x != nil {
-		return fmt.Errorf("cpu: device already started")
-	}
-	d.x = kernels.NewExecutor(a, d, d.slots, d.kv.Blocks)
-	d.x.Start()
-	return nil
-}
-
-// Notify wakes the device after submit records were published.
-func (d *Device) Notify() { d.x.Notify() }
-
-// Doorbell is signalled after completions were published.
-func (d *Device) Doorbell() <-chan struct{} { return d.x.Doorbell() }
-
-// Wait returns once the device has stopped.
-func (d *Device) Wait() error { return d.x.Wait() }
+// Limits are the device's capacity limits (kernels.Limiter).
+func (d *Device) Limits() kernels.Limits { return d.lim }
 
 // Vocab is the model's vocabulary size.
 func (d *Device) Vocab() int { return d.m.Vocab }

@@ -8,39 +8,32 @@
 package null
 
 import (
-	"fmt"
-
 	"ringlm/kernels"
-	"ringlm/ringbuf"
 )
 
 // Device completes steps instantly.
 type Device struct {
-	vocab, blocks, blockSize, slots int
-	x                               *kernels.Executor
+	*kernels.Device
+	vocab, blockSize int
+	lim              kernels.Limits
 }
 
 // New returns a null device for a vocabulary of vocab tokens.
 func New(vocab, numBlocks, blockSize, slots int) *Device {
-	return &Device{vocab: vocab, blocks: numBlocks, blockSize: blockSize, slots: slots}
+	d := &Device{vocab: vocab, blockSize: blockSize}
+	d.Device = kernels.NewDevice("null", d, slots, numBlocks)
+	return d
 }
 
-func (d *Device) Name() string { return "null" }
+// SetLimits sets the capacity limits the device answers by (default:
+// none); call it before Start.
+func (d *Device) SetLimits(l kernels.Limits) { d.lim = l }
 
-func (d *Device) Start(a *ringbuf.Arena) error {
-	if d.x != nil {
-		return fmt.Errorf("null: device already started")
-	}
-	d.x = kernels.NewExecutor(a, d, d.slots, d.blocks)
-	d.x.Start()
-	return nil
-}
+// Limits are the device's capacity limits (kernels.Limiter).
+func (d *Device) Limits() kernels.Limits { return d.lim }
 
-func (d *Device) Notify()                   { d.x.Notify() }
-func (d *Device) Doorbell() <-chan struct{} { return d.x.Doorbell() }
-func (d *Device) Wait() error               { return d.x.Wait() }
-func (d *Device) Vocab() int                { return d.vocab }
-func (d *Device) BlockSize() int            { return d.blockSize }
+func (d *Device) Vocab() int     { return d.vocab }
+func (d *Device) BlockSize() int { return d.blockSize }
 
 // Forward does nothing: the null device has no model.
 func (d *Device) Forward([]kernels.Entry) error { return nil }

@@ -138,7 +138,7 @@ func TestDevice(t *testing.T) {
 	if d.Name() != "null" || d.Vocab() != vocab || d.BlockSize() != bs {
 		t.Fatalf("Name %q Vocab %d BlockSize %d", d.Name(), d.Vocab(), d.BlockSize())
 	}
-	l, err := ringbuf.NewLayout(4, 4, 128)
+	l, err := ringbuf.NewLayout(4, ringbuf.MinCompletionCap(slots), 128)
 	if err != nil {
 		t.Fatal(err)
 	}
