@@ -27,8 +27,8 @@ func newFaultyDevice(vocab, blocks, slots int, poison int32) *faultyDevice {
 	return d
 }
 
-func (d *faultyDevice) Vocab() int                { return d.vocab }
-func (d *faultyDevice) BlockSize() int            { return DefaultBlockSize }
+func (d *faultyDevice) Vocab() int     { return d.vocab }
+func (d *faultyDevice) BlockSize() int { return DefaultBlockSize }
 func (d *faultyDevice) Pick(_ int, seed uint64, pos int) int32 {
 	return null.Token(seed, pos, d.vocab)
 }

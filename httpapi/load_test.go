@@ -39,8 +39,8 @@ func newNullDevice(name string, vocab, blocks, slots int, forward func([]kernels
 	return d
 }
 
-func (d *nullDevice) Vocab() int                { return d.vocab }
-func (d *nullDevice) BlockSize() int            { return engine.DefaultBlockSize }
+func (d *nullDevice) Vocab() int     { return d.vocab }
+func (d *nullDevice) BlockSize() int { return engine.DefaultBlockSize }
 func (d *nullDevice) Forward(batch []kernels.Entry) error {
 	if d.forward == nil {
 		return nil
