@@ -22,15 +22,15 @@ import (
 
 	"ringlm/engine"
 	"ringlm/gguf"
-	"ringlm/httpapi"
 	"ringlm/kernels/cuda"
 	"ringlm/model"
+	"ringlm/runner"
 	"ringlm/sample"
 	"ringlm/synth"
 )
 
 // `ringlm bench engine`: decode and prefill throughput of the engine on a
-// device, without HTTP. The model is loaded by httpapi.Load, as `ringlm
+// device, without HTTP. The model is loaded by package runner, as `ringlm
 // serve` and `ringlm run` load it; steps are timed on the device's own
 // clock (Config.StepHook's start and end ns).
 
@@ -166,7 +166,7 @@ func CPUCopyBandwidth(size int) float64 {
 
 // cudaCopyBandwidth measures the GPU's device copy bandwidth with
 // cuda.Device.CopyBandwidth, which must run before a persistent kernel
-// starts (it would compete for memory): httpapi.Load starts the engine's
+// starts (it would compete for memory): runner.Start starts the engine's
 // at once, so a throwaway device over the tiny synthetic model measures
 // it first. The figure is the GPU's, not the model's.
 func cudaCopyBandwidth() (float64, error) {
@@ -460,15 +460,12 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	if o.Model == "" {
 		return nil, errors.New("no model file")
 	}
-	if err := httpapi.CheckDevice(o.Device); err != nil {
-		return nil, err
-	}
 	if o.KVType == "" {
 		o.KVType = "f16"
 	}
-	kvt, ok := gguf.ParseType(o.KVType)
-	if !ok || (kvt != gguf.TypeF16 && kvt != gguf.TypeF32) {
-		return nil, fmt.Errorf("--kv-type must be f16 or f32, got %q", o.KVType)
+	ro := runner.Options{Device: o.Device, KVType: o.KVType, Log: o.Log}
+	if err := ro.Check(); err != nil {
+		return nil, err
 	}
 	if len(o.Batches) == 0 || (len(o.Contexts) == 0 && o.PrefillLen <= 0) {
 		return nil, errors.New("nothing to measure: give batch sizes and context lengths or a prefill length")
@@ -498,20 +495,27 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 		return nil, fmt.Errorf("--token-budget %d is below the largest batch %d: a decode step could not hold the batch", budget, maxBatch)
 	}
 
-	// The model's shape and weight bytes for the roofline (the mapping
-	// is only read here; httpapi.Load maps the file again for the engine).
-	f, err := gguf.Open(o.Model)
+	// The model's shape sizes the KV pool and its weight bytes go into
+	// the roofline; the engine starts on it once the GPU's copy bandwidth
+	// is measured.
+	w, err := runner.Open(o.Model)
 	if err != nil {
 		return nil, err
 	}
-	mdl, err := model.Load(f)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	cfg, weights := mdl.Config, mdl.WeightBytes()
-	name, _ := f.String("general.name")
-	f.Close()
+	// Until the engine starts, the weights are this function's to close;
+	// then the runner's (lm.Close closes both).
+	var lm *runner.Runner
+	closed := false
+	defer func() {
+		switch {
+		case lm == nil:
+			w.Close()
+		case !closed:
+			lm.Close()
+		}
+	}()
+	cfg, weights := w.Model.Config, w.Model.WeightBytes()
+	name, _ := w.File.String("general.name")
 
 	// Sequence lengths and KV blocks every row needs.
 	const bs = model.DefaultBlockSize
@@ -537,39 +541,30 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	blocks = max(blocks, 16)
 
 	rep := &EngineReport{Date: time.Now().Format("20060102-150405"), Model: o.Model, ModelName: name, Arch: cfg.Arch,
-		Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, KVType: strings.ToLower(kvt.String()), WeightBytes: weights,
+		Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, KVType: strings.ToLower(o.KVType), WeightBytes: weights,
 		TokenBudget: budget}
 
 	// The CUDA copy bandwidth must be measured before the engine's
 	// kernel starts.
-	device := o.Device
-	if device == "" {
-		device = "auto"
-	}
 	cudaBW, cudaErr := math.NaN(), error(nil)
-	if device == "cuda" || (device == "auto" && kvt == gguf.TypeF16 && cuda.Available() == nil) {
+	if kind, err := runner.PickDevice(o.Device, o.KVType, zerolog.Nop()); err != nil {
+		return nil, err
+	} else if kind == "cuda" {
 		cudaBW, cudaErr = cudaCopyBandwidth()
 	}
 
 	clock := &engClock{}
-	lm, err := httpapi.Load(httpapi.LoadOptions{Config: httpapi.Config{Model: o.Model, Device: device, Slots: maxBatch,
-		TokenBudget: budget, KVBlocks: blocks, KVType: o.KVType, MaxQueue: max(4096, 2*maxBatch)}, Log: o.Log, StepHook: clock.hook})
-	if err != nil {
+	ro.Slots, ro.TokenBudget, ro.KVBlocks, ro.MaxQueue, ro.StepHook = maxBatch, budget, blocks, max(4096, 2*maxBatch), clock.hook
+	if lm, err = runner.Start(w, ro); err != nil {
 		return nil, err
 	}
-	closed := false
-	defer func() {
-		if !closed {
-			lm.Close()
-		}
-	}()
 	rep.Device = lm.Engine.DeviceName()
 	rep.KVElemBytes = 2
-	if kvt == gguf.TypeF32 {
+	if rep.KVType == "f32" {
 		rep.KVElemBytes = 4
 	}
 	bw := math.NaN()
-	if strings.HasPrefix(rep.Device, "cuda") {
+	if lm.Device == "cuda" {
 		rep.KVElemBytes = 2 // the CUDA device keeps an f16 KV cache
 		switch {
 		case cudaErr != nil:
@@ -750,7 +745,7 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	if *modelPath == "" {
 		return usage("-m MODEL.gguf is required")
 	}
-	if err := httpapi.CheckDevice(*device); err != nil {
+	if err := runner.CheckDevice(*device); err != nil {
 		return usage("%v", err)
 	}
 	o := EngineOptions{Model: *modelPath, Device: *device, Steps: *steps, Warmup: *warmup, PrefillLen: *prefillLen,

@@ -9,7 +9,10 @@ import (
 
 // Config is every setting of `ringlm serve`. Each one is a flag and an
 // environment variable; Settings lists them with their defaults and docs, so
-// this file is the only place a setting is described.
+// this file is the only place a setting is described. Model, ModelName,
+// ChatTemplate, Device to PrefixCache and MaxQueue are what `ringlm serve`
+// passes to runner.Load; the server reads the others (and reports Slots and
+// MaxQueue in /health).
 type Config struct {
 	Model     string // GGUF file
 	ModelName string // name reported by /v1/models; "" = general.name, else the file's base name
@@ -124,19 +127,9 @@ func (c *Config) Register(fs *flag.FlagSet, getenv func(string) string) error {
 }
 
 // Check rejects settings that no flag parser can: enumerations and
-// combinations.
+// combinations. The model and device settings (Device, KVType) are the
+// runner's to check: `ringlm serve` passes them to runner.Options.Check.
 func (c *Config) Check() error {
-	if err := CheckDevice(c.Device); err != nil {
-		return err
-	}
-	if c.Device == "cuda" && c.KVType != "f16" {
-		return fmt.Errorf("--kv-type %s: the cuda device keeps an f16 KV cache", c.KVType)
-	}
-	switch c.KVType {
-	case "f16", "f32":
-	default:
-		return fmt.Errorf("--kv-type must be f16 or f32, got %q", c.KVType)
-	}
 	switch c.LogFormat {
 	case "auto", "json", "console":
 	default:
@@ -146,16 +139,6 @@ func (c *Config) Check() error {
 		return fmt.Errorf("timeouts must be positive")
 	}
 	return nil
-}
-
-// CheckDevice rejects a --device value other than auto, cpu or cuda ("" is
-// auto).
-func CheckDevice(d string) error {
-	switch d {
-	case "", "auto", "cpu", "cuda":
-		return nil
-	}
-	return fmt.Errorf("--device must be auto, cpu or cuda, got %q", d)
 }
 
 type strVal struct{ p *string }

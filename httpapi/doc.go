@@ -8,6 +8,9 @@
 // validating bodies, tokenizing prompts and chat messages, detokenizing
 // streamed tokens (never splitting a character) and applying stop strings.
 // It does not schedule anything: every generation is an engine.Stream.
+// Nor does it load models or open devices: package runner does, and
+// `ringlm serve` gives the server a Model over a runner.Runner's engine, so
+// this package builds without the kernels.
 //
 // Streaming: a request's tokens are read from its engine.Stream by
 // fasthttp's connection goroutine itself, through a response body that

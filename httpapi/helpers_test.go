@@ -20,6 +20,7 @@ import (
 
 	"ringlm/gguf"
 	"ringlm/ringbuf"
+	"ringlm/runner"
 	"ringlm/synth"
 	"ringlm/tokenizer"
 )
@@ -96,7 +97,7 @@ func (s *syncBuffer) String() string {
 
 func testConfig() Config {
 	cfg := DefaultConfig()
-	cfg.Device = "cpu" // the same device (and outputs) with or without a GPU; device_test.go covers the others
+	cfg.Device = "cpu" // the same device (and outputs) with or without a GPU; package runner covers the others
 	cfg.Slots = 8
 	cfg.KVBlocks = 256
 	cfg.MaxBody = 1 << 20
@@ -150,12 +151,17 @@ func startServerWith(t testing.TB, edit func(*Config), wrap func(net.Listener) n
 
 func (ts *testServer) load() {
 	ts.t.Helper()
-	m, err := Load(LoadOptions{Config: ts.s.cfg, Allocator: ringbuf.HeapAllocator{}, Log: ts.s.log, StepHook: ts.s.StepHook()})
+	r, err := runner.Load(ts.s.cfg.Model, runner.Options{Name: ts.s.cfg.ModelName, ChatTemplate: ts.s.cfg.ChatTemplate,
+		Device: ts.s.cfg.Device, Slots: ts.s.cfg.Slots, TokenBudget: ts.s.cfg.TokenBudget, KVBlocks: ts.s.cfg.KVBlocks,
+		KVMemoryMiB: ts.s.cfg.KVMemoryMiB, KVType: ts.s.cfg.KVType, PrefixCache: ts.s.cfg.PrefixCache, MaxQueue: ts.s.cfg.MaxQueue,
+		Allocator: ringbuf.HeapAllocator{}, Log: ts.s.log, StepHook: ts.s.StepHook()})
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	ts.m = m
-	ts.s.SetModel(m)
+	// As `ringlm serve` builds its Model (cmd/ringlm serve.go).
+	ts.m = &Model{Engine: r.Engine, Tokenizer: r.Tokenizer, Chat: r.Chat, ChatErr: r.ChatErr, Name: r.Name, Aliases: r.Aliases,
+		Context: r.Model.Context, Created: time.Now().Unix(), Fingerprint: r.Fingerprint, Backend: r}
+	ts.s.SetModel(ts.m)
 }
 
 func tail(s string, n int) string {

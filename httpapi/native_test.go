@@ -384,14 +384,20 @@ func TestShutdown(t *testing.T) {
 // device's error (ringlm serve then exits for its supervisor to restart).
 func TestHealthDeviceFailed(t *testing.T) {
 	ts := startServer(t, nil)
-	ts.m.fault = func() error { return errors.New("cuda: kernel: unspecified launch failure") }
+	b := ts.m.Backend
+	ts.m.Backend = failedBackend{b}
 	r := ts.do("GET", "/health", nil)
 	v := r.json(t)
 	if r.status != 503 || str(v["status"]) != "device_failed" || !strings.Contains(str(v["error"]), "launch failure") {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	ts.m.fault = nil
+	ts.m.Backend = b
 	if r := ts.do("GET", "/health", nil); r.status != 200 {
 		t.Fatalf("healthy again: %d %s", r.status, r.body)
 	}
 }
+
+// failedBackend is a backend whose device has faulted.
+type failedBackend struct{ Backend }
+
+func (failedBackend) Fault() error { return errors.New("cuda: kernel: unspecified launch failure") }

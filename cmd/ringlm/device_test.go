@@ -5,10 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"ringlm/httpapi"
 	"ringlm/kernels/cuda"
 )
 
 func TestDeviceFlag(t *testing.T) {
+	if d := httpapi.DefaultConfig().Device; d != "auto" {
+		t.Errorf("serve's default device %q", d)
+	}
 	m := testModel(t)
 	for _, args := range [][]string{
 		{"run", "-m", m, "-p", "hi", "--device", "gpu"},

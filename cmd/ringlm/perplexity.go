@@ -14,6 +14,7 @@ import (
 
 	"ringlm/eval"
 	"ringlm/gguf"
+	"ringlm/runner"
 )
 
 // maxPerplexityText bounds the text `ringlm perplexity` reads.
@@ -103,15 +104,14 @@ func perplexityWith(stdin io.Reader, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	f, err := gguf.Open(*modelPath)
+	// The weights alone: eval runs the model's forward pass itself, on
+	// no device.
+	w, err := runner.Open(*modelPath)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	m, tok, err := eval.Load(f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *modelPath, err)
-	}
+	defer w.Close()
+	m, tok := w.Model, w.Tokenizer
 	n := *nCtx
 	if m.Context > 0 && n > m.Context {
 		if ctxSet {

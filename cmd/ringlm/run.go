@@ -14,8 +14,8 @@ import (
 
 	"ringlm/chat"
 	"ringlm/engine"
-	"ringlm/httpapi"
 	"ringlm/models"
+	"ringlm/runner"
 	"ringlm/sample"
 	"ringlm/tokenizer"
 )
@@ -51,14 +51,12 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	if *n < 0 {
 		return usagef("-n must be >= 0")
 	}
-	if *kvType != "f16" && *kvType != "f32" {
-		return usagef("--kv-type must be f32 or f16")
-	}
-	if err := httpapi.CheckDevice(*device); err != nil {
+	// The same wiring as the server (model, tokenizer, chat template,
+	// device, engine), with one slot.
+	ro := runner.Options{ChatTemplate: *template, Device: *device, Slots: 1, KVType: *kvType, KVMemoryMiB: runKVMemoryMiB,
+		MaxQueue: 1, Log: zerolog.Nop()}
+	if err := ro.Check(); err != nil {
 		return usageError{err.Error()}
-	}
-	if *device == "cuda" && *kvType != "f16" {
-		return usagef("--kv-type %s: the cuda device keeps an f16 KV cache", *kvType)
 	}
 	if *prompt == "" {
 		b, err := io.ReadAll(io.LimitReader(stdin, 16<<20))
@@ -69,10 +67,7 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	}
 
 	start := time.Now()
-	// The same wiring as the server (model, tokenizer, chat template,
-	// device, engine), with one slot.
-	lm, err := httpapi.Load(httpapi.LoadOptions{Config: httpapi.Config{Model: *modelPath, ChatTemplate: *template,
-		Device: *device, Slots: 1, KVType: *kvType, KVMemoryMiB: runKVMemoryMiB, MaxQueue: 1}, Log: zerolog.Nop()})
+	lm, err := runner.Load(*modelPath, ro)
 	if err != nil {
 		return err
 	}
@@ -96,8 +91,8 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	if len(ids) == 0 {
 		return errors.New("the prompt is empty")
 	}
-	if len(ids)+*n > lm.Context {
-		return fmt.Errorf("prompt of %d tokens + %d to generate exceeds the model's context of %d", len(ids), *n, lm.Context)
+	if len(ids)+*n > lm.Model.Context {
+		return fmt.Errorf("prompt of %d tokens + %d to generate exceeds the model's context of %d", len(ids), *n, lm.Model.Context)
 	}
 	if *seed < 0 {
 		*seed = time.Now().UnixNano() & (1<<53 - 1)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/automaxprocs/maxprocs"
 
 	"ringlm/httpapi"
+	"ringlm/runner"
 )
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -42,6 +43,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return usagef("unexpected argument %q", pos[0])
 	}
 	if err := cfg.Check(); err != nil {
+		return usageError{err.Error()}
+	}
+	ro := runnerOptions(cfg)
+	if err := ro.Check(); err != nil {
 		return usageError{err.Error()}
 	}
 	if cfg.Model != "" { // none: the built-in model (package models)
@@ -79,8 +84,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	loadDone := make(chan loaded, 1)
 	start := time.Now()
 	go func() {
-		m, err := httpapi.Load(httpapi.LoadOptions{Config: cfg, Log: log, StepHook: srv.StepHook()})
-		loadDone <- loaded{m, err}
+		ro.Log, ro.StepHook = log, srv.StepHook()
+		r, err := runner.Load(cfg.Model, ro)
+		if err != nil {
+			loadDone <- loaded{nil, err}
+			return
+		}
+		loadDone <- loaded{httpModel(r), nil}
 	}()
 	var m *httpapi.Model
 	select {
@@ -161,6 +171,21 @@ wait:
 		return fmt.Errorf("device failed: %w", fault)
 	}
 	return nil
+}
+
+// runnerOptions are the settings of cfg that say how to load and run the
+// model.
+func runnerOptions(cfg httpapi.Config) runner.Options {
+	return runner.Options{Name: cfg.ModelName, ChatTemplate: cfg.ChatTemplate, Device: cfg.Device, Slots: cfg.Slots,
+		TokenBudget: cfg.TokenBudget, KVBlocks: cfg.KVBlocks, KVMemoryMiB: cfg.KVMemoryMiB, KVType: cfg.KVType,
+		PrefixCache: cfg.PrefixCache, MaxQueue: cfg.MaxQueue}
+}
+
+// httpModel is what the server generates with: r's engine, tokenizer and
+// names, closed and watched for device faults through r.
+func httpModel(r *runner.Runner) *httpapi.Model {
+	return &httpapi.Model{Engine: r.Engine, Tokenizer: r.Tokenizer, Chat: r.Chat, ChatErr: r.ChatErr, Name: r.Name,
+		Aliases: r.Aliases, Context: r.Model.Context, Created: time.Now().Unix(), Fingerprint: r.Fingerprint, Backend: r}
 }
 
 func shutdownNow(srv *httpapi.Server) {

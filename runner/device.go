@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/rs/zerolog"
+
+	"ringlm/engine"
+	"ringlm/gguf"
+	"ringlm/kernels/cpu"
+	"ringlm/kernels/cuda"
+	"ringlm/model"
+	"ringlm/ringbuf"
+)
+
+// PickDevice resolves --device to "cpu" or "cuda" for a KV cache of type
+// kvType, as Start does before it opens the device (which may still fall
+// back to the CPU: the GPU may not take the model). auto takes the GPU when
+// the library loads and sees one, and logs which device it chose and why.
+func PickDevice(device, kvType string, log zerolog.Logger) (string, error) {
+	o := Options{Device: device, KVType: kvType}
+	if err := o.Check(); err != nil {
+		return "", err
+	}
+	kvt, _ := parseKVType(o.KVType) // checked
+	return pickDevice(device, kvt, log)
+}
+
+func pickDevice(device string, kvt gguf.Type, log zerolog.Logger) (string, error) {
+	switch device {
+	case "cpu":
+		return "cpu", nil
+	case "cuda":
+		if err := cuda.Available(); err != nil {
+			return "", fmt.Errorf("--device cuda is not usable: %w", err)
+		}
+		if kvt != gguf.TypeF16 {
+			return "", fmt.Errorf("--kv-type %s: the cuda device keeps an f16 KV cache", kvt)
+		}
+		return "cuda", nil
+	}
+	if err := cuda.Available(); err != nil {
+		log.Info().Str("device", "cpu").Str("reason", err.Error()).Msg("device auto: the CUDA device is not usable; running on the CPU")
+		return "cpu", nil
+	}
+	if kvt != gguf.TypeF16 {
+		log.Info().Str("device", "cpu").Str("reason", "--kv-type "+kvt.String()+" (the CUDA device keeps f16)").Msg("device auto: running on the CPU")
+		return "cpu", nil
+	}
+	log.Info().Str("device", "cuda").Str("library", cuda.Library()).Int("gpus", cuda.Devices()).Msg("device auto: running on the GPU")
+	return "cuda", nil
+}
+
+// device is an opened device and what the engine over it needs.
+type device struct {
+	kind   string // "cpu" or "cuda"
+	dev    engine.Device
+	blocks int               // KV blocks in its pool
+	alloc  ringbuf.Allocator // of the engine's rings
+	fault  func() error      // nil: it cannot fault
+	close  func() error      // frees it after the engine is closed; nil: the engine does
+}
+
+// openDevice opens the device o picks with a KV pool for slots sequences.
+func openDevice(mdl *model.Model, kvt gguf.Type, slots int, o Options) (*device, error) {
+	kind, err := pickDevice(o.Device, kvt, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	bs := model.DefaultBlockSize
+	if kind == "cuda" {
+		cd, err := openCUDA(mdl, o, slots, bs)
+		switch {
+		case err == nil:
+			return &device{kind: "cuda", dev: cd, blocks: cd.NumBlocks(), alloc: cd.Allocator(), fault: cd.Fault, close: cd.Close}, nil
+		case o.Device == "cuda":
+			return nil, err
+		}
+		o.Log.Warn().Err(err).Msg("device auto: the GPU could not take the model; running on the CPU")
+	}
+	blocks := o.KVBlocks
+	if blocks <= 0 {
+		per := model.KVBytesPerBlock(&mdl.Config, kvt, bs)
+		blocks = int(int64(max(o.KVMemoryMiB, 1)) << 20 / per)
+		// More than every slot at full context can never be used.
+		blocks = min(blocks, slots*((mdl.Context+bs-1)/bs))
+		if blocks < 1 {
+			return nil, fmt.Errorf("--kv-memory %d MiB holds no KV block of %d bytes", o.KVMemoryMiB, per)
+		}
+	}
+	cd, err := cpu.New(mdl, kvt, blocks, bs, slots)
+	if err != nil {
+		return nil, err
+	}
+	return &device{kind: "cpu", dev: cd, blocks: blocks, alloc: o.Allocator}, nil
+}
+
+// openCUDA creates the CUDA device: the model is uploaded and the KV pool
+// allocated in GPU memory, --kv-blocks blocks or as many as --kv-memory (and
+// free memory) allow, capped at every slot at full context.
+func openCUDA(mdl *model.Model, o Options, slots, bs int) (*cuda.Device, error) {
+	co := cuda.Options{Slots: slots, BlockSize: bs, Context: mdl.Context, MaxStepTokens: o.TokenBudget}
+	// Fault injection for the tests of fault handling: trap on that STEP.
+	if n, err := strconv.ParseUint(os.Getenv("RINGLM_CUDA_TRAP_STEP"), 10, 32); err == nil {
+		co.TrapStep = uint32(n)
+	}
+	if o.KVBlocks > 0 {
+		co.NumBlocks = o.KVBlocks
+	} else {
+		perSeq := int64(mdl.Context+bs-1) / int64(bs)
+		per := model.KVBytesPerBlock(&mdl.Config, gguf.TypeF16, bs)
+		co.KVMaxBytes = min(int64(max(o.KVMemoryMiB, 1))<<20, int64(slots)*perSeq*per)
+	}
+	return cuda.Open(mdl, co)
+}

@@ -1,0 +1,283 @@
+// Package runner loads a model to run: a GGUF file (or the built-in model
+// of package models) and Options in; the weights, the tokenizer, the chat
+// template, a device (the CPU, or the GPU through kernels/cuda) and an
+// engine over it out. `ringlm serve`, `run`, `bench engine` and
+// `perplexity` load their models through it, so they read a file, pick a
+// device and size the KV cache the same way.
+//
+// It owns the choice of device (--device auto|cpu|cuda, and the fallback
+// to the CPU when auto finds no usable GPU or the GPU cannot take the
+// model), the KV pool's size, the names a model answers to and its
+// fingerprint. It does not schedule requests (package engine) nor speak
+// HTTP (package httpapi, which serves a Runner's engine without importing
+// this package, so that the HTTP layer builds without the kernels).
+package runner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"ringlm/chat"
+	"ringlm/engine"
+	"ringlm/gguf"
+	"ringlm/model"
+	"ringlm/models"
+	"ringlm/ringbuf"
+	"ringlm/tokenizer"
+)
+
+// Weights are a GGUF file's model and tokenizer, which point into the
+// file's mapping: it stays open until Close.
+type Weights struct {
+	Path      string // the GGUF file; "" for the built-in model
+	File      *gguf.File
+	Model     *model.Model
+	Tokenizer *tokenizer.Tokenizer
+}
+
+// Open reads the model and tokenizer of the GGUF file at path, or of the
+// built-in model (package models) when path is "".
+func Open(path string) (*Weights, error) {
+	var f *gguf.File
+	var err error
+	name := path
+	if path == "" {
+		// Parsed from memory: the embedded image has no file to map.
+		f, err = gguf.Parse(models.Default())
+		name = "the built-in model " + models.DefaultName
+	} else {
+		f, err = gguf.Open(path) // its errors name the file
+	}
+	if err != nil {
+		return nil, err
+	}
+	w := &Weights{Path: path, File: f}
+	if w.Model, err = model.Load(f); err == nil {
+		w.Tokenizer, err = tokenizer.Load(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return w, nil
+}
+
+// Close releases the file; the model and tokenizer are unusable after.
+func (w *Weights) Close() error { return w.File.Close() }
+
+// Options say how to run a model.
+type Options struct {
+	// Name is the name the model is reported by; "" = the GGUF's
+	// general.name, else the file's base name (the built-in model's: its
+	// own name).
+	Name string
+	// ChatTemplate forces a chat format (chat.ParseFormat) instead of the
+	// one detected from the GGUF's template.
+	ChatTemplate string
+	Device       string // auto, cpu or cuda ("" = auto)
+	Slots        int    // sequences decoded together (at least 1)
+	TokenBudget  int    // tokens per engine step, prefill and decode together (0: the engine's default)
+	// KVBlocks is the size of the KV pool in blocks of
+	// model.DefaultBlockSize positions; 0 sizes it from KVMemoryMiB
+	// (at least 1 MiB), capped at every slot at full context and, on the
+	// GPU, by its free memory.
+	KVBlocks    int
+	KVMemoryMiB int
+	KVType      string // f16 or f32 ("" = f16); the cuda device keeps f16
+	PrefixCache bool
+	MaxQueue    int               // waiting requests (0: the engine's default)
+	Allocator   ringbuf.Allocator // CPU device: nil = mmap + mlock (the CUDA device brings its own)
+	Log         zerolog.Logger
+	StepHook    func(step uint64, entries int, startNS, endNS uint64) // engine.Config.StepHook
+}
+
+// Check rejects options no flag parser can: the device, the KV type and
+// their combination. Start checks them too; commands call Check first to
+// report a usage error before loading anything.
+func (o *Options) Check() error {
+	if err := CheckDevice(o.Device); err != nil {
+		return err
+	}
+	kvt, err := parseKVType(o.KVType)
+	if err != nil {
+		return err
+	}
+	if o.Device == "cuda" && kvt != gguf.TypeF16 {
+		return fmt.Errorf("--kv-type %s: the cuda device keeps an f16 KV cache", o.KVType)
+	}
+	return nil
+}
+
+// CheckDevice rejects a --device value other than auto, cpu or cuda ("" is
+// auto).
+func CheckDevice(d string) error {
+	switch d {
+	case "", "auto", "cpu", "cuda":
+		return nil
+	}
+	return fmt.Errorf("--device must be auto, cpu or cuda, got %q", d)
+}
+
+func parseKVType(s string) (gguf.Type, error) {
+	if s == "" {
+		return gguf.TypeF16, nil
+	}
+	kvt, ok := gguf.ParseType(s)
+	if !ok || (kvt != gguf.TypeF16 && kvt != gguf.TypeF32) {
+		return 0, fmt.Errorf("--kv-type must be f16 or f32, got %q", s)
+	}
+	return kvt, nil
+}
+
+// Runner is a model running on a device: an engine over it, and what
+// callers need to build requests for the engine and to report the model.
+type Runner struct {
+	*Weights
+	Engine *engine.Engine
+	// Chat is nil when the GGUF's template was not recognised; ChatErr
+	// then says why.
+	Chat    *chat.Template
+	ChatErr error
+	// Name is the model's reported name; Aliases are the others it
+	// answers to (general.name, the file's names).
+	Name    string
+	Aliases []string
+	// Fingerprint identifies the weights and settings that produce
+	// outputs: the same seed under the same fingerprint gives the same
+	// tokens.
+	Fingerprint string
+	Device      string // the device's kind, "cpu" or "cuda" (Engine.DeviceName says more)
+
+	// fault reports a device that died (a CUDA kernel fault: sticky for
+	// the process); nil for devices that cannot fault.
+	fault    func() error
+	closeDev func() error // nil for the CPU device, which the engine frees
+}
+
+// Load opens the GGUF file at path ("" = the built-in model) and starts
+// an engine over it on the device o picks.
+func Load(path string, o Options) (*Runner, error) {
+	if err := o.Check(); err != nil {
+		return nil, err // a usage error before the file is opened
+	}
+	w, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Start(w, o)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Start runs w on the device o picks. The Runner takes w: its Close
+// closes w. On error w stays open, the caller's to close.
+func Start(w *Weights, o Options) (*Runner, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	kvt, _ := parseKVType(o.KVType) // checked
+	var forced *chat.Template
+	if o.ChatTemplate != "" {
+		fm, err := chat.ParseFormat(o.ChatTemplate)
+		if err != nil {
+			return nil, err
+		}
+		forced = &chat.Template{Format: fm}
+	}
+	mdl, v := w.Model, w.Tokenizer.Vocab()
+	slots := max(o.Slots, 1)
+	dev, err := openDevice(mdl, kvt, slots, o)
+	if err != nil {
+		return nil, err
+	}
+	var eos []int32
+	for _, id := range []int32{v.EOS, v.EOT} {
+		if id >= 0 && !slices.Contains(eos, id) {
+			eos = append(eos, id)
+		}
+	}
+	eng, err := engine.New(engine.Config{Slots: slots, TokenBudget: o.TokenBudget, NumBlocks: dev.blocks, BlockSize: model.DefaultBlockSize,
+		PrefixCache: o.PrefixCache, MaxQueue: o.MaxQueue, Context: mdl.Context, Vocab: mdl.Vocab, EOS: eos,
+		Allocator: dev.alloc, Log: o.Log, StepHook: o.StepHook}, dev.dev)
+	if err != nil {
+		if dev.close != nil {
+			dev.close()
+		}
+		return nil, fmt.Errorf("starting the engine: %w", err)
+	}
+	r := &Runner{Weights: w, Engine: eng, Device: dev.kind, fault: dev.fault, closeDev: dev.close}
+	general, _ := w.File.String("general.name")
+	file, explicit := w.Path, o.Name
+	if file == "" {
+		file = models.DefaultFile
+		if explicit == "" {
+			explicit = models.DefaultName
+		}
+	}
+	base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	r.Name, r.Aliases = modelNames(explicit, general, base, filepath.Base(file))
+	switch {
+	case forced != nil:
+		r.Chat = forced
+	default:
+		if t, err := chat.Detect(v.ChatTemplate); err == nil {
+			r.Chat = &t
+		} else {
+			r.ChatErr = err
+		}
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%s|%d|%s|%d", general, mdl.Arch, mdl.Vocab, kvt, mdl.WeightBytes())
+	if dev.kind == "cuda" {
+		// Another device computes other floating-point sums: another fingerprint.
+		fmt.Fprint(h, "|cuda")
+	}
+	r.Fingerprint = "fp_" + hex.EncodeToString(h.Sum(nil))[:12]
+	o.Log.Info().Str("model", r.Name).Str("arch", mdl.Arch).Int("context", mdl.Context).Int("vocab", mdl.Vocab).
+		Int("kv_blocks", dev.blocks).Int("slots", slots).Str("kv_type", kvt.String()).Str("device", eng.DeviceName()).
+		Msg("model loaded")
+	return r, nil
+}
+
+// Fault is the device's error once it has failed for good, else nil.
+func (r *Runner) Fault() error {
+	if r.fault == nil {
+		return nil
+	}
+	return r.fault()
+}
+
+// Close stops the engine, then frees the device, then releases the file
+// its weights were uploaded from, in that order.
+func (r *Runner) Close() error {
+	err := r.Engine.Close()
+	if r.closeDev != nil {
+		err = errors.Join(err, r.closeDev())
+	}
+	return errors.Join(err, r.Weights.Close())
+}
+
+// modelNames picks the reported name (an explicit one, else general.name,
+// else the file's base name) and the other names accepted.
+func modelNames(explicit, general, base, file string) (string, []string) {
+	var all []string
+	for _, n := range []string{explicit, general, base, file} {
+		if n != "" && !slices.Contains(all, n) {
+			all = append(all, n)
+		}
+	}
+	if len(all) == 0 {
+		return "model", nil
+	}
+	return all[0], all[1:]
+}

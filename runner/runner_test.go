@@ -1,0 +1,238 @@
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"ringlm/gguf"
+	"ringlm/kernels/cuda"
+	"ringlm/models"
+	"ringlm/ringbuf"
+	"ringlm/synth"
+)
+
+// The test model: the tiny llama shape with synth's built-in vocabulary,
+// written once per test binary.
+var (
+	modelOnce sync.Once
+	modelPath string
+	modelErr  error
+	modelDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if modelDir != "" {
+		os.RemoveAll(modelDir)
+	}
+	os.Exit(code)
+}
+
+func tinyModel(t testing.TB) string {
+	t.Helper()
+	modelOnce.Do(func() {
+		modelDir, modelErr = os.MkdirTemp("", "runner-test")
+		if modelErr != nil {
+			return
+		}
+		shape, err := synth.Lookup("tiny", "llama")
+		if err != nil {
+			modelErr = err
+			return
+		}
+		w, err := synth.Build(synth.Options{Shape: shape, Type: gguf.TypeF16, Seed: 7})
+		if err != nil {
+			modelErr = err
+			return
+		}
+		modelPath = filepath.Join(modelDir, "tiny-test.gguf")
+		modelErr = w.WriteFile(modelPath)
+	})
+	if modelErr != nil {
+		t.Fatal(modelErr)
+	}
+	return modelPath
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestCheckDevice(t *testing.T) {
+	for _, d := range []string{"", "auto", "cpu", "cuda"} {
+		if err := CheckDevice(d); err != nil {
+			t.Errorf("%q: %v", d, err)
+		}
+	}
+	if err := CheckDevice("gpu"); err == nil || !strings.Contains(err.Error(), "--device") {
+		t.Errorf("gpu: %v", err)
+	}
+	o := Options{Device: "cuda", KVType: "f32"}
+	if err := o.Check(); err == nil || !strings.Contains(err.Error(), "f16") {
+		t.Errorf("cuda with an f32 KV cache: %v", err)
+	}
+	o = Options{Device: "tpu"}
+	if err := o.Check(); err == nil {
+		t.Error("--device tpu accepted")
+	}
+	o = Options{KVType: "q8_0"}
+	if err := o.Check(); err == nil || !strings.Contains(err.Error(), "--kv-type") {
+		t.Errorf("--kv-type q8_0: %v", err)
+	}
+	for _, o := range []Options{{}, {Device: "cpu", KVType: "f32"}, {Device: "auto", KVType: "f32"}} {
+		if err := o.Check(); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+func loadWith(t *testing.T, device string) (*Runner, string, error) {
+	t.Helper()
+	logs := &syncBuffer{}
+	r, err := Load(tinyModel(t), Options{Device: device, Slots: 8, KVBlocks: 256, Allocator: ringbuf.HeapAllocator{}, Log: zerolog.New(logs)})
+	if r != nil {
+		t.Cleanup(func() { r.Close() })
+	}
+	return r, logs.String(), err
+}
+
+func TestLoadDevice(t *testing.T) {
+	r, _, err := loadWith(t, "cpu")
+	if err != nil || r.Engine.DeviceName() != "cpu" || r.Device != "cpu" {
+		t.Fatalf("--device cpu: %v", err)
+	}
+	cpuFP := r.Fingerprint
+
+	avail := cuda.Available()
+	r, logs, err := loadWith(t, "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if avail != nil {
+		if r.Engine.DeviceName() != "cpu" || !strings.Contains(logs, "device auto") || !strings.Contains(logs, "not usable") {
+			t.Errorf("auto without CUDA: device %s, logs %s", r.Engine.DeviceName(), logs)
+		}
+		if r.Fingerprint != cpuFP {
+			t.Error("fingerprint differs between auto (on the CPU) and cpu")
+		}
+		// --device cuda without a library is one clear line.
+		_, _, err := loadWith(t, "cuda")
+		if err == nil {
+			t.Fatal("--device cuda loaded without CUDA")
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "--device cuda is not usable: "+avail.Error()) || strings.Contains(msg, "\n") ||
+			(errors.Is(avail, cuda.ErrNoLibrary) && !strings.Contains(msg, "make cuda")) {
+			t.Errorf("--device cuda without CUDA: %q", msg)
+		}
+		return
+	}
+	if !strings.HasPrefix(r.Engine.DeviceName(), "cuda (") || r.Device != "cuda" || r.Fingerprint == cpuFP {
+		t.Errorf("auto with CUDA: device %s, fingerprint %s (cpu %s)", r.Engine.DeviceName(), r.Fingerprint, cpuFP)
+	}
+}
+
+// The names a model answers to: an explicit one first, then general.name
+// and the file's names; the built-in model is known by its own name.
+func TestNames(t *testing.T) {
+	o := Options{Device: "cpu", KVBlocks: 16, Allocator: ringbuf.HeapAllocator{}, Log: zerolog.Nop()}
+	r, err := Load(tinyModel(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	general, _ := r.File.String("general.name")
+	if want := []string{"tiny-test", "tiny-test.gguf"}; general != "" {
+		if r.Name != general || strings.Join(r.Aliases, ",") != strings.Join(want, ",") {
+			t.Errorf("name %q, aliases %q (general.name %q)", r.Name, r.Aliases, general)
+		}
+	} else if r.Name != "tiny-test" || strings.Join(r.Aliases, ",") != "tiny-test.gguf" {
+		t.Errorf("name %q, aliases %q", r.Name, r.Aliases)
+	}
+	if r.ChatErr == nil && r.Chat == nil {
+		t.Error("neither a chat template nor why not")
+	}
+
+	o.Name = "mine"
+	b, err := Load("", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Name != "mine" || b.Weights.Path != "" || !strings.Contains(strings.Join(b.Aliases, ","), models.DefaultFile) {
+		t.Errorf("built-in model: name %q, aliases %q", b.Name, b.Aliases)
+	}
+	o.Name = ""
+	b2, err := Load("", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if b2.Name != models.DefaultName {
+		t.Errorf("built-in model: name %q", b2.Name)
+	}
+}
+
+// Bad input is an error that names the file, never a panic; a failed
+// Start leaves the weights open for the caller.
+func TestLoadErrors(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.gguf"), Options{}); err == nil || !strings.Contains(err.Error(), "missing.gguf") {
+		t.Errorf("missing file: %v", err)
+	}
+	w := gguf.NewWriter()
+	w.Set("general.architecture", gguf.String("mamba"))
+	p := filepath.Join(t.TempDir(), "mamba.gguf")
+	if err := w.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(p); err == nil || !strings.HasPrefix(err.Error(), p+": ") {
+		t.Errorf("unknown architecture: %v", err)
+	}
+	ws, err := Open(tinyModel(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	for _, o := range []Options{
+		{Device: "gpu"},
+		{Device: "cpu", KVType: "q4_0"},
+		{Device: "cpu", ChatTemplate: "alpaca"},
+		{Device: "cpu", KVMemoryMiB: 1 << 30, Allocator: ringbuf.HeapAllocator{}}, // capped at every slot at full context
+	} {
+		r, err := Start(ws, o)
+		if o.KVMemoryMiB != 0 {
+			if err != nil {
+				t.Errorf("%+v: %v", o, err)
+			} else {
+				r.Engine.Close() // not r.Close: ws is used again
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%+v: started", o)
+		}
+	}
+	if ws.Model == nil || ws.Tokenizer.Len() == 0 {
+		t.Error("weights unusable after a failed Start")
+	}
+}
