@@ -1,0 +1,532 @@
+#pragma once
+// host.cuh: the host API of ringlm_cuda.h (extern "C"): rlm_probe, the
+// pinned arena (rlm_host_alloc, rlm_host_free), rlm_create (weights and
+// buffers to the GPU) and rlm_destroy, rlm_get_info, rlm_start (the one
+// cooperative launch of persistent), rlm_wait, rlm_query, rlm_read_logits,
+// rlm_copy_bandwidth. Included by device.cu after the kernel it launches.
+
+namespace {
+
+void seterr(char *err, size_t n, const char *fmt, ...) {
+  if (!err || n == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, n, fmt, ap);
+  va_end(ap);
+}
+
+#define CKR(call, ret)                                                                  \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      seterr(err, errlen, "%s: %s (%s)", #call, cudaGetErrorString(e_), cudaGetErrorName(e_)); \
+      return ret;                                                                       \
+    }                                                                                   \
+  } while (0)
+
+}  // namespace
+
+struct rlm_ctx {
+  int device = 0;
+  Dev h{};          // host copy of the device struct
+  Dev *dptr = nullptr;
+  std::vector<void *> allocs;
+  std::vector<DLayer> layers;
+  cudaStream_t stream = nullptr, side = nullptr;
+  rlm_info info{};
+  bool started = false, waited = false;
+  int wait_rc = 0;
+  char wait_err[512] = {0};
+  size_t shmem = 0;
+};
+
+// Bytes of n weights as the device keeps them (Q8_0: int8 quants plus a
+// float scale per 32).
+static size_t type_bytes(uint32_t t, uint64_t n) {
+  switch (t) {
+    case RLM_TYPE_F32: return n * 4;
+    case RLM_TYPE_F16:
+    case RLM_TYPE_BF16: return n * 2;
+    case RLM_TYPE_Q8_0: return n + n / 32 * 4;
+  }
+  return 0;
+}
+
+extern "C" {
+
+int rlm_probe(char *err, size_t errlen) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    seterr(err, errlen, "no CUDA device: %s", cudaGetErrorString(e));
+    return -1;
+  }
+  if (n == 0) {
+    seterr(err, errlen, "no CUDA device");
+    return -1;
+  }
+  return n;
+}
+
+void *rlm_host_alloc(uint64_t bytes, char *err, size_t errlen) {
+  void *p = nullptr;
+  cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    seterr(err, errlen, "cudaHostAlloc(%llu bytes): %s", (unsigned long long)bytes, cudaGetErrorString(e));
+    return nullptr;
+  }
+  memset(p, 0, bytes);
+  return p;
+}
+
+int rlm_host_free(void *p, char *err, size_t errlen) {
+  cudaError_t e = cudaFreeHost(p);
+  if (e != cudaSuccess) {
+    seterr(err, errlen, "cudaFreeHost: %s", cudaGetErrorString(e));
+    return -1;
+  }
+  return 0;
+}
+
+static void *dalloc(rlm_ctx *c, size_t bytes, cudaError_t *e) {
+  void *p = nullptr;
+  *e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (*e == cudaSuccess) {
+    c->allocs.push_back(p);
+    cudaMemset(p, 0, bytes ? bytes : 1);
+  }
+  return p;
+}
+
+void rlm_destroy(rlm_ctx *c) {
+  if (!c) return;
+  cudaSetDevice(c->device);
+  if (c->started && !c->waited) {
+    // The kernel still runs: the host must have sent STOP; wait for it.
+    cudaStreamSynchronize(c->stream);
+  }
+  for (void *p : c->allocs) cudaFree(p);
+  if (c->stream) cudaStreamDestroy(c->stream);
+  if (c->side) cudaStreamDestroy(c->side);
+  delete c;
+}
+
+rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t errlen) {
+  if (!m || !o || m->abi != RLM_CUDA_ABI) {
+    seterr(err, errlen, "ABI mismatch: library %d, caller %u", RLM_CUDA_ABI, m ? m->abi : 0);
+    return nullptr;
+  }
+  if (m->head_dim > 128 || m->head_dim % 2 || m->dim % 8 || m->ffn % 8 || (m->n_head * m->head_dim) % 8 ||
+      m->n_kv_head == 0 || m->n_head % m->n_kv_head) {
+    seterr(err, errlen, "unsupported shape: dim %u, ffn %u, heads %u/%u, head_dim %u (need head_dim ≤ 128, widths multiple of 8)",
+           m->dim, m->ffn, m->n_head, m->n_kv_head, m->head_dim);
+    return nullptr;
+  }
+  if (o->kv_type != RLM_TYPE_F16) {
+    seterr(err, errlen, "KV type %u: the CUDA device keeps a float16 KV cache", o->kv_type);
+    return nullptr;
+  }
+  auto okType = [](uint32_t t) {
+    return t == RLM_TYPE_F32 || t == RLM_TYPE_F16 || t == RLM_TYPE_BF16 || t == RLM_TYPE_Q8_0;
+  };
+  rlm_ctx *c = new rlm_ctx();
+  c->device = o->device;
+  // From here failures must free c.
+  auto bail = [&]() { rlm_destroy(c); return (rlm_ctx *)nullptr; };
+#define CK(call) CKR(call, bail())
+  CK(cudaSetDevice(o->device));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, o->device));
+  snprintf(c->info.name, sizeof c->info.name, "%.127s", prop.name);
+  c->info.sm_count = prop.multiProcessorCount;
+  if (!prop.cooperativeLaunch) {
+    seterr(err, errlen, "%s cannot launch cooperative kernels", prop.name);
+    return bail();
+  }
+  CK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking));
+  size_t free_b = 0, total_b = 0;
+  CK(cudaMemGetInfo(&free_b, &total_b));
+  c->info.total_bytes = total_b;
+
+  // Weights: sizes first, to fail early with what is needed.
+  const uint32_t qd = m->n_head * m->head_dim, kvd = m->n_kv_head * m->head_dim;
+  uint64_t wbytes = 0;
+  auto matBytes = [&](const rlm_matrix &x) { return (uint64_t)type_bytes(x.type, (uint64_t)x.rows * x.cols); };
+  wbytes += matBytes(m->embed);
+  if (m->output.data && m->output.data != m->embed.data) wbytes += matBytes(m->output);
+  for (uint32_t l = 0; l < m->n_layer; l++) {
+    const rlm_layer &L = m->layers[l];
+    wbytes += matBytes(L.q) + matBytes(L.k) + matBytes(L.v) + matBytes(L.out) + matBytes(L.gate) + matBytes(L.up) + matBytes(L.down);
+    wbytes += 4ull * (2 * m->dim + qd + 2 * kvd);
+  }
+  if (wbytes + (256ull << 20) > free_b) {
+    seterr(err, errlen, "the model needs %.2f GiB of GPU memory (plus work buffers); %s has %.2f GiB free of %.2f",
+           wbytes / 1073741824.0, prop.name, free_b / 1073741824.0, total_b / 1073741824.0);
+    return bail();
+  }
+  cudaError_t ae;
+  // Allocations inside the lambdas below report through ok.
+#define DALLOC_OR(ptr, type, count, onfail)                                                    \
+  do {                                                                                         \
+    ptr = (type *)dalloc(c, sizeof(type) * (size_t)(count), &ae);                              \
+    if (ae != cudaSuccess) {                                                                   \
+      seterr(err, errlen, "cudaMalloc(%s, %.1f MiB): %s", #ptr, sizeof(type) * (double)(count) / 1048576.0, cudaGetErrorString(ae)); \
+      onfail;                                                                                  \
+    }                                                                                          \
+  } while (0)
+#define DALLOC(ptr, type, count) DALLOC_OR(ptr, type, count, return bail())
+  auto upload = [&](const void *src, size_t bytes, void *dst) -> bool {
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+  };
+  // A device matrix from up to three host matrices stacked by rows.
+  auto stack = [&](DMat *out, const rlm_matrix *parts, int np, const char *what) -> bool {
+    uint32_t rows = 0, cols = parts[0].cols, type = parts[0].type;
+    for (int i = 0; i < np; i++) {
+      if (!parts[i].data) continue;
+      if (!okType(parts[i].type) || parts[i].type != type || parts[i].cols != cols) {
+        seterr(err, errlen, "%s: type %u / %u columns not supported by the CUDA device (F32, F16, BF16, Q8_0; one type per stack)",
+               what, parts[i].type, parts[i].cols);
+        return false;
+      }
+      rows += parts[i].rows;
+    }
+    if (type == RLM_TYPE_Q8_0) {
+      // GGUF blocks of {f16 scale, 32 int8} become an int8 matrix and a
+      // float scale matrix, so the kernel loads aligned 8-byte runs.
+      if (cols % 32) {
+        seterr(err, errlen, "%s: Q8_0 rows of %u columns", what, cols);
+        return false;
+      }
+      const size_t nb = cols / 32;
+      int8_t *dq;
+      float *ds;
+      DALLOC_OR(dq, int8_t, (size_t)rows * cols, return false);
+      DALLOC_OR(ds, float, (size_t)rows * nb, return false);
+      size_t row = 0;
+      for (int i = 0; i < np; i++) {
+        if (!parts[i].data) continue;
+        const uint8_t *src = reinterpret_cast<const uint8_t *>(parts[i].data);
+        const size_t n = parts[i].rows;
+        std::vector<int8_t> q(n * cols);
+        std::vector<float> sc(n * nb);
+        for (size_t blk = 0; blk < n * nb; blk++) {
+          const uint8_t *p = src + blk * 34;
+          __half_raw hr;
+          hr.x = (unsigned short)(p[0] | (p[1] << 8));
+          sc[blk] = __half2float(__half(hr));
+          memcpy(&q[blk * 32], p + 2, 32);
+        }
+        if (!upload(q.data(), n * cols, dq + row * cols) || !upload(sc.data(), n * nb * 4, ds + row * nb)) {
+          seterr(err, errlen, "%s: upload failed", what);
+          return false;
+        }
+        row += n;
+      }
+      *out = DMat{dq, (int)type, (int)rows, (int)cols, ds};
+      return true;
+    }
+    char *dst;
+    DALLOC_OR(dst, char, type_bytes(type, (uint64_t)rows * cols), return false);
+    size_t off = 0;
+    for (int i = 0; i < np; i++) {
+      if (!parts[i].data) continue;
+      const size_t b = type_bytes(type, (uint64_t)parts[i].rows * cols);
+      if (!upload(parts[i].data, b, dst + off)) {
+        seterr(err, errlen, "%s: upload failed", what);
+        return false;
+      }
+      off += b;
+    }
+    *out = DMat{dst, (int)type, (int)rows, (int)cols, nullptr};
+    return true;
+  };
+  auto vec = [&](const float *src, size_t n, float **out) -> bool {
+    float *p;
+    DALLOC_OR(p, float, n, return false);
+    if (src && !upload(src, n * 4, p)) return false;
+    *out = p;
+    return true;
+  };
+  Dev &d = c->h;
+  d.n_layer = m->n_layer;
+  d.dim = m->dim;
+  d.n_head = m->n_head;
+  d.n_kv = m->n_kv_head;
+  d.hd = m->head_dim;
+  d.ffn = m->ffn;
+  d.vocab = m->vocab;
+  d.rope_dim = m->rope_dim;
+  d.neox = m->rope_neox;
+  d.rope_scale = m->rope_scale;
+  d.eps = m->norm_eps;
+  {
+    std::vector<float> inv(m->rope_dim / 2);
+    for (uint32_t i = 0; i < inv.size(); i++) {
+      inv[i] = (float)(1.0 / pow((double)m->rope_base, (double)((float)(2 * i) / (float)m->rope_dim)));
+      if (m->rope_factor) inv[i] /= m->rope_factor[i];
+    }
+    float *p;
+    if (!vec(inv.data(), inv.size(), &p)) return bail();
+    d.inv_freq = p;
+  }
+  if (!stack(&d.embed, &m->embed, 1, "token_embd")) return bail();
+  if (m->output.data && m->output.data != m->embed.data) {
+    if (!stack(&d.output, &m->output, 1, "output")) return bail();
+  } else {
+    d.output = d.embed;
+  }
+  {
+    float *p;
+    if (!vec(m->out_norm, m->dim, &p)) return bail();
+    d.out_norm = p;
+  }
+  c->layers.resize(m->n_layer);
+  for (uint32_t l = 0; l < m->n_layer; l++) {
+    const rlm_layer &S = m->layers[l];
+    DLayer &L = c->layers[l];
+    float *p;
+    if (!vec(S.attn_norm, m->dim, &p)) return bail();
+    L.attn_norm = p;
+    if (!vec(S.ffn_norm, m->dim, &p)) return bail();
+    L.ffn_norm = p;
+    const rlm_matrix qkv[3] = {S.q, S.k, S.v};
+    if (!stack(&L.qkv, qkv, 3, "attn_qkv")) return bail();
+    if ((uint32_t)L.qkv.rows != qd + 2 * kvd) {
+      seterr(err, errlen, "layer %u: QKV has %d rows, want %u", l, L.qkv.rows, qd + 2 * kvd);
+      return bail();
+    }
+    L.qkv_bias = nullptr;
+    if (S.q_bias || S.k_bias || S.v_bias) {
+      std::vector<float> b(qd + 2 * kvd, 0.f);
+      if (S.q_bias) memcpy(b.data(), S.q_bias, qd * 4);
+      if (S.k_bias) memcpy(b.data() + qd, S.k_bias, kvd * 4);
+      if (S.v_bias) memcpy(b.data() + qd + kvd, S.v_bias, kvd * 4);
+      if (!vec(b.data(), b.size(), &p)) return bail();
+      L.qkv_bias = p;
+    }
+    if (!stack(&L.o, &S.out, 1, "attn_output")) return bail();
+    const rlm_matrix gu[2] = {S.gate, S.up};
+    if (!stack(&L.gu, gu, 2, "ffn_gate/up")) return bail();
+    if ((uint32_t)L.gu.rows != 2 * m->ffn) {
+      seterr(err, errlen, "layer %u: gate+up has %d rows, want %u", l, L.gu.rows, 2 * m->ffn);
+      return bail();
+    }
+    if (!stack(&L.down, &S.down, 1, "ffn_down")) return bail();
+  }
+  {
+    DLayer *p;
+    DALLOC(p, DLayer, m->n_layer);
+    CK(cudaMemcpy(p, c->layers.data(), sizeof(DLayer) * m->n_layer, cudaMemcpyHostToDevice));
+    d.layers = p;
+  }
+  c->info.weight_bytes = wbytes;
+
+  // Grid size: one block per SM (the kernel is written for 512 threads).
+  c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);
+  CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->shmem));
+  int per_sm = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, c->shmem));
+  if (per_sm < 1) {
+    seterr(err, errlen, "the persistent kernel does not fit on an SM of %s", prop.name);
+    return bail();
+  }
+  int grid = prop.multiProcessorCount * per_sm;
+  if (o->grid_blocks > 0 && (int)o->grid_blocks < grid) grid = o->grid_blocks;
+  c->info.grid_blocks = grid;
+  c->info.threads = kThreads;
+
+  // Work buffers.
+  d.trap_step = o->trap_step;
+  d.slots = o->slots;
+  d.bs = o->block_size ? o->block_size : 16;
+  d.max_bpb = o->max_blocks_per_slot;
+  d.ctx = d.max_bpb * d.bs;
+  d.max_tok = o->max_step_tokens;
+  if (d.slots <= 0 || d.max_bpb <= 0 || d.max_tok <= 0) {
+    seterr(err, errlen, "slots %u, max_blocks_per_slot %u and max_step_tokens %u must be positive", o->slots,
+           o->max_blocks_per_slot, o->max_step_tokens);
+    return bail();
+  }
+  size_t before = 0;
+  CK(cudaMemGetInfo(&before, &total_b));
+  const int T = d.max_tok, V = d.vocab;
+  DALLOC(d.slot, Slot, d.slots);
+  DALLOC(d.btab, int, (size_t)d.slots * d.max_bpb);
+  DALLOC(d.hist, int, (size_t)d.slots * d.ctx);
+  DALLOC(d.stop_ids, int, (size_t)d.slots * kMaxStop);
+  DALLOC(d.bias_tok, int, (size_t)d.slots * kMaxBias);
+  DALLOC(d.bias_val, float, (size_t)d.slots * kMaxBias);
+  DALLOC(d.x, float, (size_t)T * d.dim);
+  DALLOC(d.inv, float, max(T, d.slots));
+  DALLOC(d.rope_cs, float2, (size_t)T * 64);
+  DALLOC(d.q, float, (size_t)T * qd);
+  DALLOC(d.att, float, (size_t)T * qd);
+  DALLOC(d.h, float, (size_t)T * d.ffn);
+  DALLOC(d.t_slot, int, T);
+  DALLOC(d.t_pos, int, T);
+  DALLOC(d.t_id, int, T);
+  DALLOC(d.r_tok, int, d.slots);
+  DALLOC(d.r_slot, int, d.slots);
+  DALLOC(d.r_fast, int, d.slots);
+  DALLOC(d.r_best, unsigned long long, d.slots);
+  DALLOC(d.r_comp, unsigned long long, d.slots);
+  DALLOC(d.logits, float, (size_t)d.slots * V);
+  DALLOC(d.w_scr, double, (size_t)grid * V);
+  DALLOC(d.bits_scr, unsigned, (size_t)grid * (V / 32 + 1));
+  DALLOC(d.cnt_scr, int, (size_t)grid * V);
+  d.stage_cap = max(4 * d.slots * 4, (int)RLM_SLOT_PARAMS_WORDS + kMaxStop + 2 * kMaxBias + d.ctx);
+  d.stage_cap = max(d.stage_cap, 4 * 4096);
+  DALLOC(d.stage, unsigned, d.stage_cap);
+  size_t after = 0;
+  CK(cudaMemGetInfo(&after, &total_b));
+  c->info.work_bytes = before > after ? before - after : 0;
+
+  // KV pool.
+  const uint64_t per_block = 2ull * d.n_layer * d.n_kv * d.bs * d.hd * sizeof(__half);
+  uint64_t nb = o->num_blocks;
+  if (nb == 0) {
+    uint64_t budget = after > (512ull << 20) ? (after - (512ull << 20)) * 9 / 10 : 0;
+    if (o->kv_max_bytes && budget > o->kv_max_bytes) budget = o->kv_max_bytes;
+    nb = budget / per_block;
+  }
+  if (nb == 0 || nb * per_block + (64ull << 20) > after) {
+    seterr(err, errlen, "the KV pool needs %.2f GiB for %llu blocks of %u positions (%.2f MiB each); %.2f GiB free after the weights",
+           (double)(max(nb, (uint64_t)1) * per_block) / 1073741824.0, (unsigned long long)max(nb, (uint64_t)1), d.bs,
+           per_block / 1048576.0, after / 1073741824.0);
+    return bail();
+  }
+  d.num_blocks = (int)nb;
+  DALLOC(d.kcache, __half, nb * per_block / 4);
+  DALLOC(d.vcache, __half, nb * per_block / 4);
+  c->info.num_blocks = (uint32_t)nb;
+  c->info.kv_bytes = nb * per_block;
+  CK(cudaMemGetInfo(&after, &total_b));
+  c->info.free_bytes = after;
+  return c;
+#undef CK
+}
+
+int rlm_get_info(rlm_ctx *c, rlm_info *out) {
+  if (!c || !out) return -1;
+  *out = c->info;
+  return 0;
+}
+
+int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t errlen) {
+  if (c->started) {
+    seterr(err, errlen, "the kernel is already running");
+    return -1;
+  }
+  const int chk = rlm_header_check((const rlm_header *)arena, arena_bytes);
+  if (chk != 0) {
+    seterr(err, errlen, "arena header refused (check %d)", chk);
+    return -1;
+  }
+  CKR(cudaSetDevice(c->device), -1);
+  void *dev_arena = nullptr;
+  CKR(cudaHostGetDevicePointer(&dev_arena, arena, 0), -1);
+  Dev &d = c->h;
+  d.arena = (char *)dev_arena;
+  d.n_tok = d.n_rows = d.stop = d.executed = 0;
+  d.sub_cons = d.cprod = d.ccons = 0;
+  d.steps_seen = 0;
+  {
+    const char *pe = getenv("RINGLM_CUDA_PROFILE");
+    d.profile = pe && *pe && strcmp(pe, "0") != 0;
+    memset(d.prof, 0, sizeof d.prof);
+    d.prof_last = 0;
+  }
+  if (!c->dptr) {
+    cudaError_t ae;
+    c->dptr = (Dev *)dalloc(c, sizeof(Dev), &ae);
+    if (ae != cudaSuccess) {
+      seterr(err, errlen, "cudaMalloc: %s", cudaGetErrorString(ae));
+      return -1;
+    }
+  }
+  CKR(cudaMemcpy(c->dptr, &d, sizeof(Dev), cudaMemcpyHostToDevice), -1);
+  void *args[] = {&c->dptr};
+  CKR(cudaLaunchCooperativeKernel((void *)persistent, dim3(c->info.grid_blocks), dim3(kThreads), args, c->shmem, c->stream), -1);
+  c->info.launches++;
+  c->started = true;
+  c->waited = false;
+  return 0;
+}
+
+int rlm_wait(rlm_ctx *c, char *err, size_t errlen) {
+  if (!c->started) {
+    seterr(err, errlen, "the kernel was not started");
+    return -1;
+  }
+  if (c->waited) {
+    if (c->wait_rc) seterr(err, errlen, "%s", c->wait_err);
+    return c->wait_rc;
+  }
+  cudaSetDevice(c->device);
+  cudaError_t e = cudaStreamSynchronize(c->stream);
+  c->waited = true;
+  if (e != cudaSuccess) {
+    snprintf(c->wait_err, sizeof c->wait_err, "the persistent kernel failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    c->wait_rc = -1;
+    seterr(err, errlen, "%s", c->wait_err);
+    return -1;
+  }
+  c->started = false;  // may be started again on a fresh arena
+  return 0;
+}
+
+int rlm_query(rlm_ctx *c, char *err, size_t errlen) {
+  if (!c->started) return c->wait_rc ? -1 : 0;
+  cudaSetDevice(c->device);
+  cudaError_t e = cudaStreamQuery(c->stream);
+  if (e == cudaErrorNotReady) return 1;
+  if (e == cudaSuccess) return 0;
+  seterr(err, errlen, "the persistent kernel failed: %s", cudaGetErrorString(e));
+  return -1;
+}
+
+int rlm_read_logits(rlm_ctx *c, uint32_t row, float *out, uint32_t n, char *err, size_t errlen) {
+  if (row >= (uint32_t)c->h.slots || n > (uint32_t)c->h.vocab) {
+    seterr(err, errlen, "row %u / count %u out of range", row, n);
+    return -1;
+  }
+  CKR(cudaSetDevice(c->device), -1);
+  CKR(cudaMemcpyAsync(out, c->h.logits + (size_t)row * c->h.vocab, (size_t)n * 4, cudaMemcpyDeviceToHost, c->side), -1);
+  CKR(cudaStreamSynchronize(c->side), -1);
+  return 0;
+}
+
+int rlm_copy_bandwidth(rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size_t errlen) {
+  CKR(cudaSetDevice(c->device), -1);
+  void *a = nullptr, *b = nullptr;
+  CKR(cudaMalloc(&a, bytes), -1);
+  if (cudaMalloc(&b, bytes) != cudaSuccess) {
+    cudaFree(a);
+    seterr(err, errlen, "cudaMalloc(%llu) for the copy benchmark failed", (unsigned long long)bytes);
+    return -1;
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, c->side);  // warm-up
+  const int reps = 10;
+  cudaEventRecord(e0, c->side);
+  for (int i = 0; i < reps; i++) cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, c->side);
+  cudaEventRecord(e1, c->side);
+  cudaError_t e = cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  if (e != cudaSuccess) {
+    seterr(err, errlen, "copy benchmark: %s", cudaGetErrorString(e));
+    return -1;
+  }
+  *gbps = 2.0 * (double)bytes * reps / (ms * 1e-3) / 1e9;
+  return 0;
+}
+
+}  // extern "C"

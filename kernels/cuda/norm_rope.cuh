@@ -1,0 +1,59 @@
+#pragma once
+// norm_rope.cuh: the step's first phase, the embedding rows and each
+// token's RoPE angles (cos and sin, computed once per step; phase_qkv in
+// attention.cuh rotates with them), and the RMSNorm factors of a phase's
+// input rows (the gain and factor are applied where the rows are read: dot2
+// or stage, gemv.cuh). Float32 angles with cos/sin in float64, RMSNorm sums
+// in float64, as package model computes them.
+#include "numerics.cuh"
+
+namespace {
+
+constexpr int kFuseNorm = 16;  // up to this many tokens, every block computes the norms itself
+
+// Embedding and RoPE angles: one block per token.
+__device__ __forceinline__ void phase_embed(Dev &d, int T) {
+  for (int t = blockIdx.x; t < T; t += gridDim.x) {
+    const int half = d.rope_dim / 2;
+    for (int i = threadIdx.x; i < half; i += kThreads) {
+      const float a = ((float)d.t_pos[t] * d.rope_scale) * d.inv_freq[i];
+      d.rope_cs[t * 64 + i] = make_float2((float)cos((double)a), (float)sin((double)a));
+    }
+    const int id = d.t_id[t];
+    float *x = d.x + (size_t)t * d.dim;
+    for (int c = threadIdx.x * 8; c < d.dim; c += kThreads * 8) {
+      float f[8];
+      load8(d.embed, id, c, f);
+      for (int i = 0; i < 8; i++) x[c + i] = f[i];
+    }
+  }
+}
+
+// The RMSNorm factors of T rows of x (row map[t] when map is set). Few
+// rows: every block computes them into sh (no barrier). Many: one block per
+// row writes d.inv, then a grid barrier.
+__device__ const float *norm_factors(Dev &d, const float *x, int T, const int *map, float *sh, double *shd) {
+  auto one = [&](int t) {
+    const float *xr = x + (size_t)(map ? map[t] : t) * d.dim;
+    double ss = 0;
+    for (int i = threadIdx.x; i < d.dim; i += kThreads) ss += (double)xr[i] * (double)xr[i];
+    ss = block_sum_d(ss, shd);
+    return (float)(1.0 / sqrt((double)((float)(ss / d.dim) + d.eps)));
+  };
+  if (T <= kFuseNorm) {
+    for (int t = 0; t < T; t++) {
+      const float v = one(t);
+      if (threadIdx.x == 0) sh[t] = v;
+    }
+    __syncthreads();
+    return sh;
+  }
+  for (int t = blockIdx.x; t < T; t += gridDim.x) {
+    const float v = one(t);
+    if (threadIdx.x == 0) d.inv[t] = v;
+  }
+  cg::this_grid().sync();
+  return d.inv;
+}
+
+}  // namespace

@@ -1,0 +1,131 @@
+#pragma once
+// state.cuh: the kernel's constants (block shape, per-slot limits, batch
+// sizes) and what it keeps in device memory: a weight matrix (DMat), a
+// layer (DLayer), a slot's state (Slot), and Dev, everything the kernel
+// reads (model, KV pool, slots, step buffers, leader ↔ grid fields); the
+// phase timer of RINGLM_CUDA_PROFILE=1 (prof_mark). The headers and the
+// anonymous namespace the other parts of device.cu build on.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "ring.h"
+#include "ringlm_cuda.h"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxStop = 256;   // stop ids a slot may hold
+constexpr int kMaxBias = 1024;  // logit-bias pairs a slot may hold
+constexpr int kTokChunk = 4;    // tokens a warp multiplies per weight load
+constexpr int kRecBatch = 32;   // submit records copied at once
+
+struct DMat {
+  const void *w;  // Q8_0: the int8 quants, row-major
+  int type, rows, cols;
+  const float *sc;  // Q8_0: one scale per 32 weights, [rows][cols/32]
+};
+
+struct DLayer {
+  const float *attn_norm, *ffn_norm;
+  DMat qkv;              // Q rows, then K rows, then V rows
+  const float *qkv_bias; // q_dim + 2 kv_dim, or null
+  DMat o;
+  DMat gu;               // gate rows, then up rows
+  DMat down;
+};
+
+struct Slot {
+  int open, finished, last, sampled;
+  int pos, max_tokens, flags, prompt_len;
+  float temperature, top_p, min_p;
+  int top_k;
+  float rep_pen;
+  int rep_last_n;
+  float presence, frequency;
+  unsigned long long seed;
+  int n_stop, n_bias, n_eos, hist_from;
+  int eos[RLM_MAX_EOS];
+  int gen_from;  // first position counted as generated (-1: none yet)
+  int n_top;     // alternatives per TOKEN (TOP_LOGPROBS records)
+  int n_blocks;  // block-table entries granted
+};
+
+// Everything the kernel reads, in device memory.
+struct Dev {
+  // model
+  int n_layer, dim, n_head, n_kv, hd, ffn, vocab, rope_dim, neox;
+  float rope_scale, eps;
+  const float *inv_freq;  // rope_dim/2
+  DMat embed, output;
+  const float *out_norm;
+  const DLayer *layers;
+  // KV pool: [layer][block][kv head][bs][hd], float16
+  __half *kcache, *vcache;
+  int num_blocks, bs, max_bpb, ctx;
+  // slots
+  int slots;
+  Slot *slot;
+  int *btab;  // [slots][max_bpb]
+  int *hist;  // [slots][ctx]: the token at each observed position
+  int *stop_ids;  // [slots][kMaxStop]
+  int *bias_tok;  // [slots][kMaxBias]
+  float *bias_val;
+  // step buffers
+  int max_tok;
+  float *x, *q, *att, *h;  // [max_tok][dim | q_dim | q_dim | ffn]
+  int *t_slot, *t_pos, *t_id;   // per token
+  int *r_tok, *r_slot;          // per sampling row: its token index and slot
+  int *r_fast;                  // per sampling row: greedy with nothing to adjust (argmax in the head phase)
+  unsigned long long *r_best;   // per sampling row: the head phase's largest order key
+  unsigned long long *r_comp;   // per sampling row: its completion index
+  float *logits;                // [slots][vocab]
+  double *w_scr;                // [grid][vocab]
+  unsigned *bits_scr;           // [grid][vocab/32 + 1]
+  int *cnt_scr;                 // [grid][vocab]
+  unsigned *stage;              // leader's copy of a payload
+  int stage_cap;                // words
+  // arena (device view of the mapped host memory)
+  char *arena;
+  // leader ↔ grid
+  int n_tok, n_rows, stop, executed;
+  unsigned long long step_id, step_start, sub_cons, cprod, ccons;
+  int fault;  // a device-side invariant broke (detail for the host)
+  float *inv;  // [max(max_tok, slots)] RMSNorm factors when computed by a phase of their own
+  float2 *rope_cs;  // [max_tok][64]: cos and sin of each token's RoPE angles, computed once per step
+  // RINGLM_CUDA_PROFILE=1: block 0 adds each phase's time (ns, grid barrier
+  // included) and prints the totals when the kernel stops.
+  int profile;
+  unsigned long long prof[12], prof_last;
+  unsigned long long trap_step, steps_seen;  // fault injection (rlm_opts.trap_step): trap on that STEP
+};
+
+__device__ __forceinline__ unsigned long long globaltimer();
+
+__device__ __forceinline__ void prof_mark(Dev &d, int phase) {
+  if (d.profile && blockIdx.x == 0 && threadIdx.x == 0) {
+    const unsigned long long now = globaltimer();
+    if (phase > 0) d.prof[phase] += now - d.prof_last;
+    else d.prof[11]++;
+    d.prof_last = now;
+  }
+}
+
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+}  // namespace
