@@ -418,3 +418,28 @@ func siftDown(h []uint64) {
 		p = c
 	}
 }
+
+// Order is the candidates of logits (tokens whose adjusted logit is not
+// -Inf) under the sampler's adjustments at its current history (bias,
+// penalties), in the order the filters and the draw walk: descending
+// adjusted logit, then ascending id. Tests across devices use it to tell
+// a rounding difference between adjacent candidates, which the package
+// documentation allows, from a real difference. The sampler's state is
+// not changed beyond what Sample's preparation does.
+func (s *Sampler) Order(logits []float32) []int32 {
+	n := min(len(logits), s.vocab)
+	z := make([]float32, n)
+	s.process(logits[:n], z)
+	keys := make([]uint64, 0, n)
+	for i, v := range z {
+		if v != negInf {
+			keys = append(keys, key(v, i))
+		}
+	}
+	slices.Sort(keys)
+	out := make([]int32, len(keys))
+	for i, k := range keys {
+		out[i] = int32(uint32(k))
+	}
+	return out
+}

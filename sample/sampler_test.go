@@ -893,3 +893,19 @@ func TestExpInlineCopies(t *testing.T) {
 		}
 	}
 }
+
+// Order walks the candidates by adjusted logit, then id, leaving out the
+// banned ones, with the bias applied.
+func TestOrder(t *testing.T) {
+	p := Defaults()
+	p.LogitBias = map[int32]float32{3: 2}
+	s, err := New(p, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := float32(math.Inf(-1))
+	got := s.Order([]float32{1, inf, 1, 0, 0.5})
+	if want := []int32{3, 0, 2, 4}; !slices.Equal(got, want) {
+		t.Fatalf("Order = %v, want %v", got, want)
+	}
+}

@@ -26,6 +26,7 @@
 //   sample.cuh     the sampler (Go twin: package sample), the sampling phase
 //   exec.cuh       the leader, the ring protocol (Go twin: kernels/exec.go)
 //   host.cuh       the C API of ringlm_cuda.h (rlm_create, rlm_start, …)
+//   sample_check.cuh  rlm_test_sample: the sampler and OPEN_SLOT on given rows, for tests
 #include "state.cuh"
 #include "numerics.cuh"
 #include "norm_rope.cuh"
@@ -105,3 +106,4 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
 }  // namespace
 
 #include "host.cuh"
+#include "sample_check.cuh"

@@ -138,6 +138,10 @@ func (d *Device) Start(a *ringbuf.Arena) error {
 		return errors.New("cuda: Start without an arena")
 	case !d.alloc.owns(a.Mem):
 		return errors.New("cuda: the arena does not come from this device's Allocator (set engine.Config.Allocator to Device.Allocator())")
+	case a.Completion.Cap() < ringbuf.MinCompletionCap(d.opts.Slots):
+		// The kernel reserves a step's records before its rows write them.
+		return fmt.Errorf("cuda: a completion ring of %d records for %d slots (one step can answer %d; at least %d)",
+			a.Completion.Cap(), d.opts.Slots, ringbuf.StepRecords(d.opts.Slots), ringbuf.MinCompletionCap(d.opts.Slots))
 	}
 	if err := d.lib.startKernel(d.ctx, unsafe.Pointer(unsafe.SliceData(a.Mem)), uint64(len(a.Mem))); err != nil {
 		return err

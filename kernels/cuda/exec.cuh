@@ -53,6 +53,76 @@ __device__ void copy_run(Dev &d, const unsigned *stg, uint32_t off, uint32_t n, 
   for (uint32_t i = threadIdx.x; i < n; i += kThreads) d.stage[at + i] = stg[off + i];
 }
 
+// slot_open is OPEN_SLOT after the slot and staging checks: it decodes
+// and validates the payload p[0..len) (ringbuf.ParseSlotPayload, then
+// sample.Params.Validate, in their order) and opens the slot, or returns
+// the word a BAD_PARAMS names. One thread. Its Go twin is Executor.open.
+__device__ int slot_open(Dev &d, uint32_t slot, const unsigned *p, uint32_t len) {
+  if (len < RLM_SLOT_PARAMS_WORDS) return (int)len;
+  const rlm_slot_params *sp = reinterpret_cast<const rlm_slot_params *>(p);
+  const uint32_t n_stop = sp->n_stop, n_bias = sp->n_bias, n_hist = sp->n_hist, n_eos = sp->n_eos;
+  // The structure.
+  if ((uint64_t)RLM_SLOT_PARAMS_WORDS + n_stop + 2ull * n_bias + n_hist != len) return RLM_SP_OFF_N_STOP;
+  if (n_stop > (uint32_t)kMaxStop) return RLM_SP_OFF_N_STOP;
+  if (n_bias > (uint32_t)kMaxBias) return RLM_SP_OFF_N_BIAS;
+  if (n_eos > RLM_MAX_EOS) return RLM_SP_OFF_N_EOS;
+  if (sp->flags & ~RLM_SLOT_FLAGS_KNOWN) return RLM_SP_OFF_FLAGS;
+  if (sp->n_top > RLM_MAX_TOP || (sp->n_top > 0 && !(sp->flags & RLM_SLOT_LOGPROBS))) return RLM_SP_OFF_N_TOP;
+  for (int i = RLM_SP_OFF_N_TOP + 1; i < RLM_SLOT_PARAMS_WORDS; i++)
+    if (p[i] != 0) return i;  // reserved
+  // The capacity.
+  if (sp->start_pos > (uint32_t)d.ctx || n_hist > sp->start_pos) return RLM_SP_OFF_START_POS;
+  // The values, as sample.Params.Validate checks them.
+  if (!(sp->temperature >= 0.f) || isinf(sp->temperature)) return RLM_SP_OFF_TEMPERATURE;
+  if (!(sp->top_p > 0.f && sp->top_p <= 1.f)) return RLM_SP_OFF_TOP_P;
+  if (!(sp->min_p >= 0.f && sp->min_p <= 1.f)) return RLM_SP_OFF_MIN_P;
+  if (!(sp->repeat_penalty > 0.f) || isinf(sp->repeat_penalty)) return RLM_SP_OFF_REPEAT_PENALTY;
+  if (sp->repeat_last_n < -1) return RLM_SP_OFF_REPEAT_LAST_N;
+  if (!(sp->presence >= -2.f && sp->presence <= 2.f)) return RLM_SP_OFF_PRESENCE;
+  if (!(sp->frequency >= -2.f && sp->frequency <= 2.f)) return RLM_SP_OFF_FREQUENCY;
+  for (uint32_t i = 0; i < n_bias; i++) {
+    const uint32_t t = p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i];
+    const float b = __uint_as_float(p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i + 1]);
+    if (t >= (uint32_t)d.vocab) return RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i;
+    if (!(b >= -100.f && b <= 100.f)) return RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i + 1;
+  }
+  Slot &s = d.slot[slot];
+  s.open = 1;
+  s.finished = 0;
+  s.last = -1;
+  s.sampled = 0;
+  s.pos = sp->start_pos;
+  s.max_tokens = sp->max_tokens;
+  s.flags = sp->flags;
+  s.prompt_len = sp->prompt_len;
+  s.temperature = sp->temperature;
+  s.top_p = sp->top_p;
+  s.min_p = sp->min_p;
+  s.top_k = sp->top_k;
+  s.rep_pen = sp->repeat_penalty;
+  s.rep_last_n = sp->repeat_last_n;
+  s.presence = sp->presence;
+  s.frequency = sp->frequency;
+  s.seed = (unsigned long long)sp->seed_lo | ((unsigned long long)sp->seed_hi << 32);
+  s.n_stop = n_stop;
+  s.n_bias = n_bias;
+  s.n_eos = n_eos;
+  for (uint32_t i = 0; i < n_eos; i++) s.eos[i] = sp->eos[i];
+  s.hist_from = sp->start_pos - n_hist;
+  s.gen_from = sp->prompt_len > 0 ? (int)sp->prompt_len : -1;
+  s.n_blocks = 0;
+  s.n_top = sp->n_top;
+  for (uint32_t i = 0; i < n_stop; i++) d.stop_ids[slot * kMaxStop + i] = p[RLM_SLOT_PARAMS_WORDS + i];
+  for (uint32_t i = 0; i < n_bias; i++) {
+    d.bias_tok[slot * kMaxBias + i] = p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i];
+    d.bias_val[slot * kMaxBias + i] = __uint_as_float(p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i + 1]);
+  }
+  int *hist = d.hist + (size_t)slot * d.ctx;
+  const unsigned *hp = p + RLM_SLOT_PARAMS_WORDS + n_stop + 2 * n_bias;
+  for (uint32_t i = 0; i < n_hist; i++) hist[s.hist_from + i] = hp[i] < (uint32_t)d.vocab ? hp[i] : 0;
+  return -1;
+}
+
 // The leader (block 0) consumes records until a STEP is ready to run (then
 // d.n_tok > 0 or d.n_rows ≥ 0 with the step set up) or STOP. Returns with
 // d.stop set, or a step described in d. Runs with all threads of block 0.
@@ -99,78 +169,19 @@ __device__ void leader_fetch(Dev &d) {
         return;
       }
       if (op == RLM_OP_OPEN_SLOT) {
-        // Copy the payload, then validate it with one thread.
-        const bool fits = payload_ok && r.payload_len <= (uint32_t)d.stage_cap && r.payload_len >= RLM_SLOT_PARAMS_WORDS;
-        if (fits) copy_run(d, stg, r.payload_off, r.payload_len, 0);
+        // Copy the payload (only its parameter block when it is longer
+        // than any valid one: it fails at or before start_pos, which the
+        // block alone decides), then open the slot with one thread.
+        const bool whole = r.payload_len <= (uint32_t)d.stage_cap;
+        if (payload_ok) copy_run(d, stg, r.payload_off, whole ? r.payload_len : RLM_SLOT_PARAMS_WORDS, 0);
         __syncthreads();
         if (threadIdx.x == 0) {
           if (r.slot >= (uint32_t)d.slots) L.error(r.id, r.slot, RLM_CODE_BAD_SLOT, r.slot);
           else if (d.slot[r.slot].open) L.error(r.id, r.slot, RLM_CODE_SLOT_STATE, op);
-          else if (!payload_ok || r.payload_len < RLM_SLOT_PARAMS_WORDS) L.error(r.id, r.slot, RLM_CODE_BAD_PAYLOAD, r.payload_off);
-          else if (r.payload_len > (uint32_t)d.stage_cap) L.error(r.id, r.slot, RLM_CODE_BAD_PARAMS, RLM_SP_OFF_N_HIST);
+          else if (!payload_ok) L.error(r.id, r.slot, RLM_CODE_BAD_PAYLOAD, r.payload_off);
           else {
-            const unsigned *p = d.stage;
-            const rlm_slot_params *sp = reinterpret_cast<const rlm_slot_params *>(p);
-            const uint32_t n_stop = sp->n_stop, n_bias = sp->n_bias, n_hist = sp->n_hist, n_eos = sp->n_eos;
-            int bad = -1;
-            if ((uint64_t)RLM_SLOT_PARAMS_WORDS + n_stop + 2ull * n_bias + n_hist != r.payload_len) bad = RLM_SP_OFF_N_STOP;
-            else if (n_stop > (uint32_t)kMaxStop) bad = RLM_SP_OFF_N_STOP;
-            else if (n_bias > (uint32_t)kMaxBias) bad = RLM_SP_OFF_N_BIAS;
-            else if (n_eos > RLM_MAX_EOS) bad = RLM_SP_OFF_N_EOS;
-            else if (sp->flags & ~RLM_SLOT_FLAGS_KNOWN) bad = RLM_SP_OFF_FLAGS;
-            else if (sp->n_top > RLM_MAX_TOP || (sp->n_top > 0 && !(sp->flags & RLM_SLOT_LOGPROBS))) bad = RLM_SP_OFF_N_TOP;
-            else if (sp->start_pos > (uint32_t)d.ctx || n_hist > sp->start_pos) bad = RLM_SP_OFF_START_POS;
-            else if (!(sp->temperature >= 0.f) || isinf(sp->temperature)) bad = RLM_SP_OFF_TEMPERATURE;
-            else if (!(sp->top_p > 0.f && sp->top_p <= 1.f)) bad = RLM_SP_OFF_TOP_P;
-            else if (!(sp->min_p >= 0.f && sp->min_p <= 1.f)) bad = RLM_SP_OFF_MIN_P;
-            else if (!(sp->repeat_penalty > 0.f) || isinf(sp->repeat_penalty)) bad = RLM_SP_OFF_REPEAT_PENALTY;
-            else if (sp->repeat_last_n < -1) bad = RLM_SP_OFF_REPEAT_LAST_N;
-            else if (isnan(sp->presence) || isinf(sp->presence)) bad = RLM_SP_OFF_PRESENCE;
-            else if (isnan(sp->frequency) || isinf(sp->frequency)) bad = RLM_SP_OFF_FREQUENCY;
-            for (uint32_t i = 0; bad < 0 && i < n_bias; i++) {
-              const uint32_t t = p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i];
-              const float b = __uint_as_float(p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i + 1]);
-              if (t >= (uint32_t)d.vocab) bad = RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i;
-              else if (!(b >= -100.f && b <= 100.f)) bad = RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i + 1;
-            }
-            if (bad >= 0) {
-              L.error(r.id, r.slot, RLM_CODE_BAD_PARAMS, (uint32_t)bad);
-            } else {
-              Slot &s = d.slot[r.slot];
-              s.open = 1;
-              s.finished = 0;
-              s.last = -1;
-              s.sampled = 0;
-              s.pos = sp->start_pos;
-              s.max_tokens = sp->max_tokens;
-              s.flags = sp->flags;
-              s.prompt_len = sp->prompt_len;
-              s.temperature = sp->temperature;
-              s.top_p = sp->top_p;
-              s.min_p = sp->min_p;
-              s.top_k = sp->top_k;
-              s.rep_pen = sp->repeat_penalty;
-              s.rep_last_n = sp->repeat_last_n;
-              s.presence = sp->presence;
-              s.frequency = sp->frequency;
-              s.seed = (unsigned long long)sp->seed_lo | ((unsigned long long)sp->seed_hi << 32);
-              s.n_stop = n_stop;
-              s.n_bias = n_bias;
-              s.n_eos = n_eos;
-              for (uint32_t i = 0; i < n_eos; i++) s.eos[i] = sp->eos[i];
-              s.hist_from = sp->start_pos - n_hist;
-              s.gen_from = sp->prompt_len > 0 ? (int)sp->prompt_len : -1;
-              s.n_blocks = 0;
-              s.n_top = sp->n_top;
-              for (uint32_t i = 0; i < n_stop; i++) d.stop_ids[r.slot * kMaxStop + i] = p[RLM_SLOT_PARAMS_WORDS + i];
-              for (uint32_t i = 0; i < n_bias; i++) {
-                d.bias_tok[r.slot * kMaxBias + i] = p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i];
-                d.bias_val[r.slot * kMaxBias + i] = __uint_as_float(p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i + 1]);
-              }
-              int *hist = d.hist + (size_t)r.slot * d.ctx;
-              const unsigned *hp = p + RLM_SLOT_PARAMS_WORDS + n_stop + 2 * n_bias;
-              for (uint32_t i = 0; i < n_hist; i++) hist[s.hist_from + i] = hp[i] < (uint32_t)d.vocab ? hp[i] : 0;
-            }
+            const int bad = slot_open(d, r.slot, d.stage, r.payload_len);
+            if (bad >= 0) L.error(r.id, r.slot, RLM_CODE_BAD_PARAMS, (uint32_t)bad);
           }
         }
         __syncthreads();

@@ -20,6 +20,7 @@ typedef int (*rlm_wait_fn)(rlm_ctx *, char *, size_t);
 typedef int (*rlm_read_logits_fn)(rlm_ctx *, uint32_t, float *, uint32_t, char *, size_t);
 typedef int (*rlm_copy_bandwidth_fn)(rlm_ctx *, uint64_t, double *, char *, size_t);
 typedef void (*rlm_destroy_fn)(rlm_ctx *);
+typedef int (*rlm_test_sample_fn)(uint32_t, uint32_t, const uint32_t *, const uint64_t *, const float *, rlm_sample_out *, char *, size_t);
 
 static int tr_probe(void *f, char *err, size_t n) { return ((rlm_probe_fn)f)(err, n); }
 static void *tr_host_alloc(void *f, uint64_t bytes, char *err, size_t n) { return ((rlm_host_alloc_fn)f)(bytes, err, n); }
@@ -31,6 +32,10 @@ static int tr_wait(void *f, rlm_ctx *c, char *err, size_t n) { return ((rlm_wait
 static int tr_read_logits(void *f, rlm_ctx *c, uint32_t row, float *out, uint32_t cnt, char *err, size_t n) { return ((rlm_read_logits_fn)f)(c, row, out, cnt, err, n); }
 static int tr_copy_bandwidth(void *f, rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size_t n) { return ((rlm_copy_bandwidth_fn)f)(c, bytes, gbps, err, n); }
 static void tr_destroy(void *f, rlm_ctx *c) { ((rlm_destroy_fn)f)(c); }
+static int tr_test_sample(void *f, uint32_t vocab, uint32_t n, const uint32_t *words, const uint64_t *offs, const float *logits,
+                          rlm_sample_out *out, char *err, size_t errn) {
+	return ((rlm_test_sample_fn)f)(vocab, n, words, offs, logits, out, err, errn);
+}
 
 // dlopen_now opens a library, or returns NULL with dlerror's text in err.
 static void *dlopen_now(const char *path, char *err, size_t n) {
@@ -54,6 +59,9 @@ import (
 	"os"
 	"strings"
 	"unsafe"
+
+	"ringlm/ringbuf"
+	"ringlm/sample"
 )
 
 // errLen is the size of the error buffers handed to the library.
@@ -251,3 +259,55 @@ func (l *library) copyBW(ctx unsafe.Pointer, bytes uint64) (float64, error) {
 }
 
 func (l *library) destroyCtx(ctx unsafe.Pointer) { C.tr_destroy(l.fnDestroy, (*C.rlm_ctx)(ctx)) }
+
+// SampleOut is one row's answer of the kernel's sampler (rlm_test_sample).
+type SampleOut struct {
+	BadWord int32 // -1: the payload opened; else the BAD_PARAMS word
+	Token   int32
+	Logprob float32
+	Finish  ringbuf.FinishReason
+	Top     []sample.TokenLogprob // RLM_TOP_NONE pads left out
+}
+
+// testSample runs the kernel's OPEN_SLOT decoding, sampler and finish rule
+// on rows of logits (rlm_test_sample): payloads[i] opens row i's slot,
+// logits[i*vocab:] are its logits. For the tests that hold the kernel's
+// sampler to package sample's.
+func (l *library) testSample(vocab int, payloads [][]uint32, logits []float32) ([]SampleOut, error) {
+	cn := C.CString("rlm_test_sample")
+	fn := C.dlsym(l.handle, cn)
+	C.free(unsafe.Pointer(cn))
+	if fn == nil {
+		return nil, fmt.Errorf("cuda: %s has no rlm_test_sample (rebuild it with `make cuda`)", l.path)
+	}
+	n := len(payloads)
+	if n == 0 || len(logits) != n*vocab {
+		return nil, fmt.Errorf("cuda: testSample of %d rows with %d logits (vocabulary %d)", n, len(logits), vocab)
+	}
+	offs := make([]uint64, 0, n+1)
+	var words []uint32
+	for _, p := range payloads {
+		offs = append(offs, uint64(len(words)))
+		words = append(words, p...)
+	}
+	offs = append(offs, uint64(len(words)))
+	words = append(words, 0) // never empty
+	// The C memory holds no Go pointers, so Go memory may be passed.
+	out := make([]C.rlm_sample_out, n)
+	var errbuf [errLen]C.char
+	if C.tr_test_sample(fn, C.uint32_t(vocab), C.uint32_t(n), (*C.uint32_t)(unsafe.Pointer(&words[0])), (*C.uint64_t)(unsafe.Pointer(&offs[0])),
+		(*C.float)(unsafe.Pointer(&logits[0])), &out[0], &errbuf[0], errLen) < 0 {
+		return nil, cerr("rlm_test_sample", errbuf[:])
+	}
+	res := make([]SampleOut, n)
+	for i, o := range out {
+		r := SampleOut{BadWord: int32(o.bad_word), Token: int32(o.token), Logprob: float32(o.logprob), Finish: ringbuf.FinishReason(o.finish)}
+		for k := range ringbuf.MaxTop {
+			if uint32(o.top_tok[k]) != ringbuf.TopNone {
+				r.Top = append(r.Top, sample.TokenLogprob{Token: int32(o.top_tok[k]), Logprob: float32(o.top_lp[k])})
+			}
+		}
+		res[i] = r
+	}
+	return res, nil
+}

@@ -152,6 +152,27 @@ int rlm_read_logits(rlm_ctx *c, uint32_t row, float *out, uint32_t n, char *err,
  * rlm_start: the persistent kernel would compete for the memory. */
 int rlm_copy_bandwidth(rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size_t errlen);
 
+/* rlm_test_sample is for tests: it runs the kernel's own OPEN_SLOT
+ * decoding and validation, sampler and finish rule on n rows, one block
+ * each, outside the persistent kernel. Row i is a slot opened with the
+ * OPEN_SLOT payload words[offs[i] .. offs[i+1]) (as the ring carries it;
+ * its history tokens are what the penalties see) that samples the token
+ * for position start_pos from logits[i·vocab .. (i+1)·vocab), as its first
+ * sampled token (max_tokens 1 finishes it). The answer of row i: bad_word
+ * -1 when the payload opened, else the BAD_PARAMS word; the token, its
+ * logprob (0 unless asked), the finish reason, and top_n alternatives
+ * (RLM_TOP_NONE pads). Optional: a library without it still loads. */
+typedef struct rlm_sample_out {
+  int32_t bad_word;
+  int32_t token;
+  float logprob;
+  uint32_t finish;
+  uint32_t top_tok[20]; /* RLM_MAX_TOP */
+  float top_lp[20];
+} rlm_sample_out;
+int rlm_test_sample(uint32_t vocab, uint32_t n, const uint32_t *words, const uint64_t *offs, const float *logits,
+                    rlm_sample_out *out, char *err, size_t errlen);
+
 /* rlm_destroy frees everything. If the kernel is still running it first
  * waits for it to exit, so the host must have sent STOP. */
 void rlm_destroy(rlm_ctx *c);

@@ -265,6 +265,28 @@ __device__ void sample_row(Dev &d, int row, SampleShared &sh, int *tok_out, floa
 // The sampling phase: a block per sampling row (greedy rows take the LM-head
 // phase's token) updates the slot and writes the row's TOKEN and
 // TOP_LOGPROBS records into the places the leader reserved.
+// take_token records the token a slot sampled (its history, last token
+// and count) and returns its finish reason, marking the slot finished on
+// one: a stop id or (unless ignore-EOS) an EOS id, else max_tokens
+// reached. One thread. Its Go twin is the end of Executor.step.
+__device__ uint32_t take_token(Dev &d, int slot, int tok) {
+  Slot &s = d.slot[slot];
+  const int pos = s.pos;
+  d.hist[(size_t)slot * d.ctx + min(pos, d.ctx - 1)] = tok;
+  if (s.gen_from < 0) s.gen_from = pos;
+  s.last = tok;
+  s.sampled++;
+  uint32_t fin = RLM_FINISH_NONE;
+  bool stop = false;
+  if (!(s.flags & RLM_SLOT_IGNORE_EOS))
+    for (int i = 0; i < s.n_eos; i++) stop |= s.eos[i] == tok;
+  for (int i = 0; i < s.n_stop; i++) stop |= d.stop_ids[slot * kMaxStop + i] == tok;
+  if (stop) fin = RLM_FINISH_STOP;
+  else if (s.max_tokens > 0 && s.sampled >= s.max_tokens) fin = RLM_FINISH_LENGTH;
+  if (fin != RLM_FINISH_NONE) s.finished = 1;
+  return fin;
+}
+
 __device__ __forceinline__ void phase_sample(Dev &d, int R, SampleShared &ssh, unsigned *top_tok, float *top_lp) {
   const rlm_header *h = (const rlm_header *)d.arena;
   for (int r = blockIdx.x; r < R; r += gridDim.x) {
@@ -280,18 +302,7 @@ __device__ __forceinline__ void phase_sample(Dev &d, int R, SampleShared &ssh, u
     if (threadIdx.x == 0) {
       Slot &s = d.slot[d.r_slot[r]];
       const int pos = s.pos;
-      d.hist[(size_t)d.r_slot[r] * d.ctx + min(pos, d.ctx - 1)] = tok;
-      if (s.gen_from < 0) s.gen_from = pos;
-      s.last = tok;
-      s.sampled++;
-      uint32_t fin = RLM_FINISH_NONE;
-      bool stop = false;
-      if (!(s.flags & RLM_SLOT_IGNORE_EOS))
-        for (int i = 0; i < s.n_eos; i++) stop |= s.eos[i] == tok;
-      for (int i = 0; i < s.n_stop; i++) stop |= d.stop_ids[d.r_slot[r] * kMaxStop + i] == tok;
-      if (stop) fin = RLM_FINISH_STOP;
-      else if (s.max_tokens > 0 && s.sampled >= s.max_tokens) fin = RLM_FINISH_LENGTH;
-      if (fin != RLM_FINISH_NONE) s.finished = 1;
+      const uint32_t fin = take_token(d, d.r_slot[r], tok);
       rlm_completion c;
       memset(&c, 0, sizeof c);
       c.kind = RLM_KIND_TOKEN;
