@@ -200,18 +200,28 @@ func (e *PayloadError) Error() string {
 }
 
 // ParseSlotPayload decodes and checks the structure of an OPEN_SLOT
-// payload (counts, length, reserved words, flags, n_top); the values of the
-// sampling fields are the sample package's business. It does not allocate
-// unless it fails.
+// payload (length, counts, the device limits, flags, n_top, reserved
+// words); the values of the sampling fields are the sample package's
+// business. The checks run in the CUDA kernel's order, so that both
+// devices name the same word for a payload with several faults: the
+// counts against the length, n_stop, n_bias, n_eos, flags, n_top; the
+// reserved words, which only the Go side checks, come last. It does not
+// allocate unless it fails.
 func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 	if len(w) < SlotParamsWords {
 		return SlotPayload{}, &PayloadError{Word: len(w), Reason: "shorter than the " + strconv.Itoa(SlotParamsWords) + "-word parameter block"}
 	}
 	b := w[:SlotParamsWords]
-	for i := SPOffNTop + 1; i < SlotParamsWords; i++ {
-		if b[i] != 0 {
-			return SlotPayload{}, &PayloadError{Word: i, Reason: "reserved word is not zero"}
-		}
+	nStop, nBias, nHist := uint64(b[SPOffNStop]), uint64(b[SPOffNBias]), uint64(b[SPOffNHist])
+	if want := SlotParamsWords + nStop + 2*nBias + nHist; want != uint64(len(w)) {
+		return SlotPayload{}, &PayloadError{Word: SPOffNStop,
+			Reason: "counts need " + strconv.FormatUint(want, 10) + " words, payload has " + strconv.Itoa(len(w))}
+	}
+	if nStop > MaxStop {
+		return SlotPayload{}, &PayloadError{Word: SPOffNStop, Reason: "more than " + strconv.Itoa(MaxStop) + " stop ids"}
+	}
+	if nBias > MaxBias {
+		return SlotPayload{}, &PayloadError{Word: SPOffNBias, Reason: "more than " + strconv.Itoa(MaxBias) + " logit biases"}
 	}
 	if b[SPOffNEOS] > MaxEOS {
 		return SlotPayload{}, &PayloadError{Word: SPOffNEOS, Reason: "more than " + strconv.Itoa(MaxEOS) + " EOS ids"}
@@ -225,10 +235,10 @@ func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 	if b[SPOffNTop] > 0 && b[SPOffFlags]&SlotLogprobs == 0 {
 		return SlotPayload{}, &PayloadError{Word: SPOffNTop, Reason: "n_top > 0 without the logprobs flag"}
 	}
-	nStop, nBias, nHist := uint64(b[SPOffNStop]), uint64(b[SPOffNBias]), uint64(b[SPOffNHist])
-	if want := SlotParamsWords + nStop + 2*nBias + nHist; want != uint64(len(w)) {
-		return SlotPayload{}, &PayloadError{Word: SPOffNStop,
-			Reason: "counts need " + strconv.FormatUint(want, 10) + " words, payload has " + strconv.Itoa(len(w))}
+	for i := SPOffNTop + 1; i < SlotParamsWords; i++ {
+		if b[i] != 0 {
+			return SlotPayload{}, &PayloadError{Word: i, Reason: "reserved word is not zero"}
+		}
 	}
 	p := SlotPayload{Params: SlotParams{
 		Temperature:   math.Float32frombits(b[SPOffTemperature]),
