@@ -98,10 +98,11 @@ const (
 )
 
 // SlotParams is the fixed block of an OPEN_SLOT payload. The sampling
-// fields mean what sample.Params says; history tokens (the tokens before
-// StartPos that the repetition penalty's window reaches, which the device
-// never sees when a prefix is reused from the cache) travel with the stop
-// tokens and biases after the block.
+// fields mean what sample.Params says (SlotOpen maps one to the other);
+// history tokens (the tokens before StartPos that the repetition
+// penalty's window reaches, which the device never sees when a prefix is
+// reused from the cache) travel with the stop tokens and biases after the
+// block.
 type SlotParams struct {
 	Temperature   float32
 	TopP          float32
@@ -138,7 +139,21 @@ func SlotPayloadWords(nStop, nBias, nHist int) int {
 func PutSlotPayload(w []uint32, p *SlotParams, stop []uint32, bias []TokenBias, hist []uint32) int {
 	n := SlotPayloadWords(len(stop), len(bias), len(hist))
 	w = w[:n:n]
-	b := w[:SlotParamsWords]
+	putSlotBlock(w[:SlotParamsWords], p, len(stop), len(bias), len(hist))
+	o := SlotParamsWords
+	o += copy(w[o:], stop)
+	for _, tb := range bias {
+		w[o], w[o+1] = tb.Token, math.Float32bits(tb.Bias)
+		o += 2
+	}
+	copy(w[o:], hist)
+	return n
+}
+
+// putSlotBlock writes the parameter block b (SlotParamsWords words) of a
+// payload with these counts; the reserved words are zeroed.
+func putSlotBlock(b []uint32, p *SlotParams, nStop, nBias, nHist int) {
+	b = b[:SlotParamsWords:SlotParamsWords]
 	clear(b)
 	b[SPOffTemperature] = math.Float32bits(p.Temperature)
 	b[SPOffTopP] = math.Float32bits(p.TopP)
@@ -152,22 +167,14 @@ func PutSlotPayload(w []uint32, p *SlotParams, stop []uint32, bias []TokenBias, 
 	b[SPOffSeedHi] = uint32(p.Seed >> 32)
 	b[SPOffMaxTokens] = p.MaxTokens
 	b[SPOffStartPos] = p.StartPos
-	b[SPOffNStop] = uint32(len(stop))
-	b[SPOffNBias] = uint32(len(bias))
+	b[SPOffNStop] = uint32(nStop)
+	b[SPOffNBias] = uint32(nBias)
 	b[SPOffFlags] = p.Flags
-	b[SPOffNHist] = uint32(len(hist))
+	b[SPOffNHist] = uint32(nHist)
 	b[SPOffNEOS] = p.NEOS
 	copy(b[SPOffEOS:SPOffEOS+MaxEOS], p.EOS[:])
 	b[SPOffPromptLen] = p.PromptLen
 	b[SPOffNTop] = p.NTop
-	o := SlotParamsWords
-	o += copy(w[o:], stop)
-	for _, tb := range bias {
-		w[o], w[o+1] = tb.Token, math.Float32bits(tb.Bias)
-		o += 2
-	}
-	copy(w[o:], hist)
-	return n
 }
 
 // SlotPayload is a decoded OPEN_SLOT payload. Its slices alias the words
