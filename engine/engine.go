@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"ringlm/ringbuf"
+	"ringlm/sample"
 )
 
 // Device is what the engine drives through the rings: the CPU device, the
@@ -105,7 +106,42 @@ var (
 	ErrClosed    = errors.New("engine: closed")
 	ErrTooLong   = errors.New("engine: request exceeds the context or KV memory")
 	ErrDevice    = errors.New("engine: device error")
+	// ErrDeviceLimit: the request asks for more than a device takes (the
+	// ringbuf Max* limits); Submit returns it as a *LimitError.
+	ErrDeviceLimit = errors.New("engine: request exceeds a device limit")
 )
+
+// LimitError is a request over one of the device limits. It wraps
+// ErrDeviceLimit.
+type LimitError struct {
+	Param string // the field in the HTTP APIs' terms (a sample.ParamError's Param)
+	What  string // what is counted, for the message
+	N     int    // what the request asks for
+	Max   int    // what the device takes
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("engine: %d %s, the device takes at most %d", e.N, e.What, e.Max)
+}
+
+func (e *LimitError) Unwrap() error { return ErrDeviceLimit }
+
+// checkDeviceLimits refuses parameters that no device would take: the
+// OPEN_SLOT would fail in the ring (CUDA and the Go executor refuse
+// n_stop > MaxStop and n_bias > MaxBias, n_top > MaxTop) after the request
+// was queued. Only counts are compared, so it runs before the
+// per-element validation and bounds its work.
+func checkDeviceLimits(p *sample.Params) error {
+	switch {
+	case len(p.StopTokens) > ringbuf.MaxStop:
+		return &LimitError{Param: "stop_tokens", What: "stop tokens", N: len(p.StopTokens), Max: ringbuf.MaxStop}
+	case len(p.LogitBias) > ringbuf.MaxBias:
+		return &LimitError{Param: "logit_bias", What: "logit-bias entries", N: len(p.LogitBias), Max: ringbuf.MaxBias}
+	case p.TopLogprobs > ringbuf.MaxTop:
+		return &LimitError{Param: "top_logprobs", What: "top logprobs", N: p.TopLogprobs, Max: ringbuf.MaxTop}
+	}
+	return nil
+}
 
 // Stats are engine counters (read with Engine.Stats).
 type Stats struct {
@@ -260,7 +296,9 @@ func (e *Engine) poke() {
 }
 
 // Submit queues a request. The returned stream delivers its tokens; the
-// request is cancelled when ctx is done or Stream.Cancel is called.
+// request is cancelled when ctx is done or Stream.Cancel is called. A
+// request over a device limit (stop tokens, logit biases, top logprobs)
+// is refused with a *LimitError, which wraps ErrDeviceLimit.
 func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if len(r.Prompt) == 0 {
 		return nil, fmt.Errorf("engine: empty prompt")
@@ -269,6 +307,9 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		if t < 0 || int(t) >= e.cfg.Vocab {
 			return nil, fmt.Errorf("engine: prompt token %d outside the vocabulary of %d", t, e.cfg.Vocab)
 		}
+	}
+	if err := checkDeviceLimits(&r.Params); err != nil {
+		return nil, err
 	}
 	if err := r.Params.Validate(e.cfg.Vocab); err != nil {
 		return nil, err
@@ -287,9 +328,6 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	need := (len(r.Prompt) + maxTok + e.cfg.BlockSize - 1) / e.cfg.BlockSize
 	if need > e.cfg.NumBlocks {
 		return nil, fmt.Errorf("%w: needs %d KV blocks, the pool has %d", ErrTooLong, need, e.cfg.NumBlocks)
-	}
-	if len(r.Params.StopTokens)+len(r.Params.LogitBias) > 1<<16 {
-		return nil, fmt.Errorf("engine: too many stop tokens or logit biases")
 	}
 	if r.ID == "" {
 		r.ID = fmt.Sprintf("req-%d", e.nextID.Add(1))

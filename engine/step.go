@@ -27,9 +27,7 @@ type stepScratch struct {
 	opens   []*seq
 	grows   []*seq
 	regs    []*seq
-	hist    []uint32
-	stop    []uint32
-	bias    []ringbuf.TokenBias
+	open    ringbuf.SlotOpen // emit's OPEN_SLOT being encoded
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
@@ -260,29 +258,20 @@ func (e *Engine) emit() {
 	a := e.arena
 	sc := &e.scratch
 	for _, s := range sc.opens {
-		p := &s.req.Params
-		sp := ringbuf.SlotParams{Temperature: p.Temperature, TopP: p.TopP, MinP: p.MinP, TopK: uint32(p.TopK),
-			RepeatPenalty: p.RepeatPenalty, RepeatLastN: int32(p.RepeatLastN), Presence: p.PresencePenalty,
-			Frequency: p.FrequencyPenalty, Seed: p.Seed, MaxTokens: uint32(s.maxTokens - s.generated),
-			StartPos: uint32(s.cached), PromptLen: uint32(s.nPrompt), NTop: uint32(p.TopLogprobs)}
-		if p.Logprobs {
-			sp.Flags |= ringbuf.SlotLogprobs
-		}
-		if s.req.IgnoreEOS {
-			sp.Flags |= ringbuf.SlotIgnoreEOS
-		}
-		sp.NEOS = uint32(copy(sp.EOS[:], toU32(nil, e.cfg.EOS)))
-		sc.stop = toU32(sc.stop[:0], p.StopTokens)
-		sc.bias = sc.bias[:0]
-		for id, b := range p.LogitBias {
-			sc.bias = append(sc.bias, ringbuf.TokenBias{Token: uint32(id), Bias: b})
-		}
-		slices.SortFunc(sc.bias, func(x, y ringbuf.TokenBias) int { return int(x.Token) - int(y.Token) })
+		// The device samples what is left of the budget: a preempted
+		// sequence reopens with what it generated already fed back.
+		o := &sc.open
+		*o = ringbuf.SlotOpen{Params: s.req.Params, IgnoreEOS: s.req.IgnoreEOS, EOS: e.cfg.EOS,
+			StartPos: s.cached, PromptLen: s.nPrompt}
+		o.Params.MaxTokens = s.maxTokens - s.generated
 		h := e.histLen(s, s.cached)
-		sc.hist = toU32(sc.hist[:0], s.tokens[s.cached-h:s.cached])
-		n := ringbuf.SlotPayloadWords(len(sc.stop), len(sc.bias), len(sc.hist))
+		o.Hist = s.tokens[s.cached-h : s.cached]
+		n := o.Words()
 		off, buf, _ := a.AllocStaging(n)
-		ringbuf.PutSlotPayload(buf, &sp, sc.stop, sc.bias, sc.hist)
+		o.Put(buf)
+		// The scratch (reused so that an OPEN allocates nothing) must not
+		// keep the request's lists alive.
+		*o = ringbuf.SlotOpen{}
 		rec := ringbuf.SubmitRecord{Op: ringbuf.OpOpenSlot, Slot: uint32(s.slot), PayloadOff: off, PayloadLen: uint32(n)}
 		e.push(&rec)
 		s.openID, s.fenced = rec.ID, false

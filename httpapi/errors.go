@@ -52,6 +52,7 @@ func internalError(err error) *apiError {
 // or a closed engine is caused by the request.
 func submitError(err error) *apiError {
 	var pe *sample.ParamError
+	var le *engine.LimitError
 	switch {
 	case errors.Is(err, engine.ErrQueueFull):
 		return errQueueFull
@@ -59,6 +60,9 @@ func submitError(err error) *apiError {
 		return errDraining
 	case errors.As(err, &pe):
 		return badRequest(pe.Param, "%s: %s", pe.Param, pe.Reason)
+	case errors.As(err, &le):
+		// The request's fault: it asks for more than the device takes.
+		return badRequest(le.Param, "%s: %d %s, the device takes at most %d", le.Param, le.N, le.What, le.Max)
 	}
 	return badRequest("", "%s", err.Error())
 }

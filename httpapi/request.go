@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"ringlm/chat"
+	"ringlm/ringbuf"
 	"ringlm/sample"
 	"ringlm/tokenizer"
 )
@@ -18,8 +19,8 @@ const (
 	maxStops      = 16
 	maxStopLen    = 512
 	maxMessages   = 4096
-	maxLogitBias  = 1024
-	maxCompLogLPs = 5 // the legacy completions API's logprobs maximum
+	maxLogitBias  = ringbuf.MaxBias // the device's limit: engine.Submit refuses more
+	maxCompLogLPs = 5               // the legacy completions API's logprobs maximum
 )
 
 // genRequest is the body of /v1/completions, /v1/chat/completions and

@@ -81,6 +81,8 @@ type Executor struct {
 	toks    []int32
 	spans   []span
 	top     []sample.TokenLogprob // a Picker's alternatives
+	openBuf ringbuf.SlotOpen      // the OPEN_SLOT being decoded
+	hist    []int32               // its history tokens' buffer, reused
 }
 
 type span struct{ lo, hi int }
@@ -377,95 +379,48 @@ func (x *Executor) open(r *ringbuf.SubmitRecord) {
 		x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, ringbuf.SPOffStartPos)
 		return
 	}
-	sp := sample.Defaults()
-	sp.Temperature, sp.TopP, sp.MinP, sp.TopK = p.Temperature, p.TopP, p.MinP, int(p.TopK)
-	sp.RepeatPenalty, sp.RepeatLastN = p.RepeatPenalty, int(p.RepeatLastN)
-	sp.PresencePenalty, sp.FrequencyPenalty, sp.Seed = p.Presence, p.Frequency, p.Seed
-	sp.Logprobs = p.Flags&ringbuf.SlotLogprobs != 0
-	sp.TopLogprobs = int(p.NTop)
-	if n := pl.NBias(); n > 0 {
-		sp.LogitBias = make(map[int32]float32, n)
-		for i := 0; i < n; i++ {
-			b := pl.BiasAt(i)
-			sp.LogitBias[int32(b.Token)] = b.Bias
-		}
-	}
-	// Every device refuses the same parameters, those that pick tokens
-	// without a sampler too.
+	// Decode into the slot's own stop and EOS buffers (and the
+	// executor's history buffer): an OPEN reuses what the last one grew.
+	o := &x.openBuf
+	*o = ringbuf.SlotOpen{EOS: s.eos[:0], Hist: x.hist[:0]}
+	o.Params.StopTokens = s.stop[:0]
+	pl.Open(o)
+	// The stop ids are the executor's to match, not the sampler's, and
+	// the CUDA kernel does not check them against the vocabulary either:
+	// an id outside it never matches. Every device refuses the same
+	// parameters, those that pick tokens without a sampler too.
+	sp := o.Params
+	sp.StopTokens = nil
 	if err := sp.Validate(x.vocab); err != nil {
-		x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, paramWord(err, &pl, x.vocab))
+		detail, _ := pl.ParamWord(err, x.vocab)
+		x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, detail)
+		x.hist, *o = o.Hist[:0], ringbuf.SlotOpen{}
 		return
 	}
 	var sm *sample.Sampler
 	if x.picker == nil {
+		// Validated above, so New takes sp.
 		if sm, err = sample.New(sp, x.vocab); err != nil {
-			x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, paramWord(err, &pl, x.vocab))
+			x.fail(r.ID, r.Slot, ringbuf.CodeBadParams, 0)
+			x.hist, *o = o.Hist[:0], ringbuf.SlotOpen{}
 			return
 		}
-		for i, t := range pl.Hist {
-			pos := int(p.StartPos) - len(pl.Hist) + i
-			sm.Observe(int32(t), p.PromptLen > 0 && pos >= int(p.PromptLen))
+		for i, t := range o.Hist {
+			pos := o.StartPos - len(o.Hist) + i
+			sm.Observe(t, o.PromptLen > 0 && pos >= o.PromptLen)
 		}
 	}
 	// Size the block table for the whole sequence once, so GRANTs never
 	// grow it step by step.
-	if need := (int(p.PromptLen)+int(p.MaxTokens))/x.blockSize + 2; cap(s.blocks) < need {
+	if need := (o.PromptLen+o.Params.MaxTokens)/x.blockSize + 2; cap(s.blocks) < need {
 		s.blocks = make([]int32, 0, need)
 	}
-	*s = slot{open: true, pos: int(p.StartPos), promptLen: int(p.PromptLen), last: -1, blocks: s.blocks[:0], sampler: sm, seed: p.Seed,
-		maxTokens: int(p.MaxTokens), ignoreEOS: p.Flags&ringbuf.SlotIgnoreEOS != 0, logprobs: sp.Logprobs, nTop: sp.TopLogprobs,
-		eos: toInt32(s.eos[:0], p.EOS[:p.NEOS]), stop: toInt32(s.stop[:0], pl.Stop)}
-}
-
-// paramWord is the payload word index that a sample.Params validation
-// error is about: the Detail of CodeBadParams.
-func paramWord(err error, pl *ringbuf.SlotPayload, vocab int) uint32 {
-	var pe *sample.ParamError
-	if !errors.As(err, &pe) {
-		return 0
-	}
-	switch pe.Param {
-	case "temperature":
-		return ringbuf.SPOffTemperature
-	case "top_p":
-		return ringbuf.SPOffTopP
-	case "min_p":
-		return ringbuf.SPOffMinP
-	case "top_k":
-		return ringbuf.SPOffTopK
-	case "repeat_penalty":
-		return ringbuf.SPOffRepeatPenalty
-	case "repeat_last_n":
-		return ringbuf.SPOffRepeatLastN
-	case "presence_penalty":
-		return ringbuf.SPOffPresence
-	case "frequency_penalty":
-		return ringbuf.SPOffFrequency
-	case "top_logprobs":
-		return ringbuf.SPOffNTop
-	case "logit_bias":
-		// The first pair with a token outside the vocabulary or a bias out
-		// of range; the words of a pair are its token, then its bias.
-		base := uint32(ringbuf.SlotParamsWords + len(pl.Stop))
-		for i := 0; i < pl.NBias(); i++ {
-			b := pl.BiasAt(i)
-			if int64(int32(b.Token)) < 0 || int64(int32(b.Token)) >= int64(vocab) {
-				return base + 2*uint32(i)
-			}
-			if !(b.Bias >= -sample.MaxLogitBias && b.Bias <= sample.MaxLogitBias) {
-				return base + 2*uint32(i) + 1
-			}
-		}
-		return base
-	}
-	return 0
-}
-
-func toInt32(dst []int32, src []uint32) []int32 {
-	for _, v := range src {
-		dst = append(dst, int32(v))
-	}
-	return dst
+	*s = slot{open: true, pos: o.StartPos, promptLen: o.PromptLen, last: -1, blocks: s.blocks[:0], sampler: sm, seed: o.Params.Seed,
+		maxTokens: o.Params.MaxTokens, ignoreEOS: o.IgnoreEOS, logprobs: o.Params.Logprobs, nTop: o.Params.TopLogprobs,
+		eos: o.EOS, stop: o.Params.StopTokens}
+	// Keep the history buffer; drop the references to the slot's lists
+	// and the biases, which the slot and the sampler own now.
+	x.hist, *o = o.Hist[:0], ringbuf.SlotOpen{}
 }
 
 func (x *Executor) step(r *ringbuf.SubmitRecord) {

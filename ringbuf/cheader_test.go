@@ -45,6 +45,7 @@ func TestMacroNames(t *testing.T) {
 		"SPOffTopP":        "RLM_SP_OFF_TOP_P",
 		"EntOffNTokens":    "RLM_ENT_OFF_N_TOKENS",
 		"MaxEOS":           "RLM_MAX_EOS",
+		"MaxHeadDim":       "RLM_MAX_HEAD_DIM",
 		"SPOffNEOS":        "RLM_SP_OFF_N_EOS",
 		"HdrOffComplCap":   "RLM_HDR_OFF_COMPL_CAP",
 		"SubOffID":         "RLM_SUB_OFF_ID",

@@ -98,10 +98,11 @@ const (
 )
 
 // SlotParams is the fixed block of an OPEN_SLOT payload. The sampling
-// fields mean what sample.Params says; history tokens (the tokens before
-// StartPos that the repetition penalty's window reaches, which the device
-// never sees when a prefix is reused from the cache) travel with the stop
-// tokens and biases after the block.
+// fields mean what sample.Params says (SlotOpen maps one to the other);
+// history tokens (the tokens before StartPos that the repetition
+// penalty's window reaches, which the device never sees when a prefix is
+// reused from the cache) travel with the stop tokens and biases after the
+// block.
 type SlotParams struct {
 	Temperature   float32
 	TopP          float32
@@ -138,7 +139,21 @@ func SlotPayloadWords(nStop, nBias, nHist int) int {
 func PutSlotPayload(w []uint32, p *SlotParams, stop []uint32, bias []TokenBias, hist []uint32) int {
 	n := SlotPayloadWords(len(stop), len(bias), len(hist))
 	w = w[:n:n]
-	b := w[:SlotParamsWords]
+	putSlotBlock(w[:SlotParamsWords], p, len(stop), len(bias), len(hist))
+	o := SlotParamsWords
+	o += copy(w[o:], stop)
+	for _, tb := range bias {
+		w[o], w[o+1] = tb.Token, math.Float32bits(tb.Bias)
+		o += 2
+	}
+	copy(w[o:], hist)
+	return n
+}
+
+// putSlotBlock writes the parameter block b (SlotParamsWords words) of a
+// payload with these counts; the reserved words are zeroed.
+func putSlotBlock(b []uint32, p *SlotParams, nStop, nBias, nHist int) {
+	b = b[:SlotParamsWords:SlotParamsWords]
 	clear(b)
 	b[SPOffTemperature] = math.Float32bits(p.Temperature)
 	b[SPOffTopP] = math.Float32bits(p.TopP)
@@ -152,22 +167,14 @@ func PutSlotPayload(w []uint32, p *SlotParams, stop []uint32, bias []TokenBias, 
 	b[SPOffSeedHi] = uint32(p.Seed >> 32)
 	b[SPOffMaxTokens] = p.MaxTokens
 	b[SPOffStartPos] = p.StartPos
-	b[SPOffNStop] = uint32(len(stop))
-	b[SPOffNBias] = uint32(len(bias))
+	b[SPOffNStop] = uint32(nStop)
+	b[SPOffNBias] = uint32(nBias)
 	b[SPOffFlags] = p.Flags
-	b[SPOffNHist] = uint32(len(hist))
+	b[SPOffNHist] = uint32(nHist)
 	b[SPOffNEOS] = p.NEOS
 	copy(b[SPOffEOS:SPOffEOS+MaxEOS], p.EOS[:])
 	b[SPOffPromptLen] = p.PromptLen
 	b[SPOffNTop] = p.NTop
-	o := SlotParamsWords
-	o += copy(w[o:], stop)
-	for _, tb := range bias {
-		w[o], w[o+1] = tb.Token, math.Float32bits(tb.Bias)
-		o += 2
-	}
-	copy(w[o:], hist)
-	return n
 }
 
 // SlotPayload is a decoded OPEN_SLOT payload. Its slices alias the words
@@ -200,18 +207,28 @@ func (e *PayloadError) Error() string {
 }
 
 // ParseSlotPayload decodes and checks the structure of an OPEN_SLOT
-// payload (counts, length, reserved words, flags, n_top); the values of the
-// sampling fields are the sample package's business. It does not allocate
-// unless it fails.
+// payload (length, counts, the device limits, flags, n_top, reserved
+// words); the values of the sampling fields are the sample package's
+// business. The checks run in the CUDA kernel's order, so that both
+// devices name the same word for a payload with several faults: the
+// counts against the length, n_stop, n_bias, n_eos, flags, n_top; the
+// reserved words, which only the Go side checks, come last. It does not
+// allocate unless it fails.
 func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 	if len(w) < SlotParamsWords {
 		return SlotPayload{}, &PayloadError{Word: len(w), Reason: "shorter than the " + strconv.Itoa(SlotParamsWords) + "-word parameter block"}
 	}
 	b := w[:SlotParamsWords]
-	for i := SPOffNTop + 1; i < SlotParamsWords; i++ {
-		if b[i] != 0 {
-			return SlotPayload{}, &PayloadError{Word: i, Reason: "reserved word is not zero"}
-		}
+	nStop, nBias, nHist := uint64(b[SPOffNStop]), uint64(b[SPOffNBias]), uint64(b[SPOffNHist])
+	if want := SlotParamsWords + nStop + 2*nBias + nHist; want != uint64(len(w)) {
+		return SlotPayload{}, &PayloadError{Word: SPOffNStop,
+			Reason: "counts need " + strconv.FormatUint(want, 10) + " words, payload has " + strconv.Itoa(len(w))}
+	}
+	if nStop > MaxStop {
+		return SlotPayload{}, &PayloadError{Word: SPOffNStop, Reason: "more than " + strconv.Itoa(MaxStop) + " stop ids"}
+	}
+	if nBias > MaxBias {
+		return SlotPayload{}, &PayloadError{Word: SPOffNBias, Reason: "more than " + strconv.Itoa(MaxBias) + " logit biases"}
 	}
 	if b[SPOffNEOS] > MaxEOS {
 		return SlotPayload{}, &PayloadError{Word: SPOffNEOS, Reason: "more than " + strconv.Itoa(MaxEOS) + " EOS ids"}
@@ -225,10 +242,10 @@ func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 	if b[SPOffNTop] > 0 && b[SPOffFlags]&SlotLogprobs == 0 {
 		return SlotPayload{}, &PayloadError{Word: SPOffNTop, Reason: "n_top > 0 without the logprobs flag"}
 	}
-	nStop, nBias, nHist := uint64(b[SPOffNStop]), uint64(b[SPOffNBias]), uint64(b[SPOffNHist])
-	if want := SlotParamsWords + nStop + 2*nBias + nHist; want != uint64(len(w)) {
-		return SlotPayload{}, &PayloadError{Word: SPOffNStop,
-			Reason: "counts need " + strconv.FormatUint(want, 10) + " words, payload has " + strconv.Itoa(len(w))}
+	for i := SPOffNTop + 1; i < SlotParamsWords; i++ {
+		if b[i] != 0 {
+			return SlotPayload{}, &PayloadError{Word: i, Reason: "reserved word is not zero"}
+		}
 	}
 	p := SlotPayload{Params: SlotParams{
 		Temperature:   math.Float32frombits(b[SPOffTemperature]),

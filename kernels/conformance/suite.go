@@ -21,6 +21,8 @@ var Scenarios = []Scenario{
 	{"Errors", Errors},
 	{"Capacity", Capacity},
 	{"BadParamValues", BadParamValues},
+	{"DeviceLimits", DeviceLimits},
+	{"OpenCheckOrder", OpenCheckOrder},
 	{"Determinism", Determinism},
 	{"RecomputePenalties", RecomputePenalties},
 	{"FullCompletionRing", FullCompletionRing},

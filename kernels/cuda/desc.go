@@ -13,6 +13,7 @@ import (
 
 	"ringlm/gguf"
 	"ringlm/model"
+	"ringlm/ringbuf"
 )
 
 // desc holds the rlm_model, rlm_layer and rlm_opts descriptors of one
@@ -51,6 +52,12 @@ func newDesc(m *model.Model, o Options) (d *desc, err error) {
 	if c.Layers != len(m.Layers) || c.Layers <= 0 || c.Dim <= 0 || c.Vocab <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 {
 		return nil, fmt.Errorf("cuda: model config %d layers (%d loaded), dim %d, vocab %d, %d/%d heads of %d is incomplete",
 			c.Layers, len(m.Layers), c.Dim, c.Vocab, c.Heads, c.KVHeads, c.HeadDim)
+	}
+	// The kernel refuses it too (rlm_create), but only after the weights
+	// were described; this says which limit, in the limit's own words.
+	if c.HeadDim > ringbuf.MaxHeadDim {
+		return nil, fmt.Errorf("cuda: the model's head dimension %d exceeds %d, the largest the CUDA device supports (ringbuf.MaxHeadDim)",
+			c.HeadDim, ringbuf.MaxHeadDim)
 	}
 	if c.RopeFactor != nil && len(c.RopeFactor) != c.RopeDim/2 {
 		return nil, fmt.Errorf("cuda: %d rope factors for rope dimension %d", len(c.RopeFactor), c.RopeDim)

@@ -116,10 +116,10 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     seterr(err, errlen, "ABI mismatch: library %d, caller %u", RLM_CUDA_ABI, m ? m->abi : 0);
     return nullptr;
   }
-  if (m->head_dim > 128 || m->head_dim % 2 || m->dim % 8 || m->ffn % 8 || (m->n_head * m->head_dim) % 8 ||
+  if (m->head_dim > RLM_MAX_HEAD_DIM || m->head_dim % 2 || m->dim % 8 || m->ffn % 8 || (m->n_head * m->head_dim) % 8 ||
       m->n_kv_head == 0 || m->n_head % m->n_kv_head) {
-    seterr(err, errlen, "unsupported shape: dim %u, ffn %u, heads %u/%u, head_dim %u (need head_dim ≤ 128, widths multiple of 8)",
-           m->dim, m->ffn, m->n_head, m->n_kv_head, m->head_dim);
+    seterr(err, errlen, "unsupported shape: dim %u, ffn %u, heads %u/%u, head_dim %u (need head_dim ≤ %d, widths multiple of 8)",
+           m->dim, m->ffn, m->n_head, m->n_kv_head, m->head_dim, RLM_MAX_HEAD_DIM);
     return nullptr;
   }
   if (o->kv_type != RLM_TYPE_F16) {

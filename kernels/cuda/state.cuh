@@ -26,8 +26,8 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxStop = 256;   // stop ids a slot may hold
-constexpr int kMaxBias = 1024;  // logit-bias pairs a slot may hold
+constexpr int kMaxStop = RLM_MAX_STOP;  // stop ids a slot may hold (ringbuf.MaxStop)
+constexpr int kMaxBias = RLM_MAX_BIAS;  // logit-bias pairs a slot may hold (ringbuf.MaxBias)
 constexpr int kTokChunk = 4;    // tokens a warp multiplies per weight load
 constexpr int kRecBatch = 32;   // submit records copied at once
 

@@ -120,6 +120,9 @@ var groups = []group{
 		k("SlotLogprobs", ringbuf.SlotLogprobs), k("SlotIgnoreEOS", ringbuf.SlotIgnoreEOS),
 		k("SlotFlagsKnown", ringbuf.SlotFlagsKnown),
 	}},
+	{"Device limits", []konst{
+		k("MaxStop", ringbuf.MaxStop), k("MaxBias", ringbuf.MaxBias), k("MaxHeadDim", ringbuf.MaxHeadDim),
+	}},
 }
 
 // field is one struct member; off names the ringbuf constant holding its
