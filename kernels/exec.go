@@ -347,7 +347,7 @@ func (x *Executor) exec(r *ringbuf.SubmitRecord) (stop bool) {
 			x.emit(&ringbuf.Completion{Kind: ringbuf.KindSlotClosed, Slot: r.Slot, Step: r.ID})
 		}
 	case ringbuf.OpStop:
-		x.emit(&ringbuf.Completion{Kind: ringbuf.KindStopped, Step: r.ID})
+		x.emit(&ringbuf.Completion{Kind: ringbuf.KindStopped, Slot: ringbuf.NoSlot, Step: r.ID})
 		return true
 	default:
 		x.fail(r.ID, ringbuf.NoSlot, ringbuf.CodeBadOp, uint32(r.Op))

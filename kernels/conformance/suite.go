@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -98,10 +99,9 @@ func Lifecycle(t *testing.T, f Factory) {
 // come back SKIPPED; CLOSE and a new OPEN clear the finished state.
 func FinishRules(t *testing.T, f Factory) {
 	const P, N = 3, 8 // prompt length, steps
-	const K, M = 2, 5 // EOS index, stop-token index
 	c := config(5, 40, 512)
-	// A prompt whose continuation has a token at index K and another at
-	// index M that do not appear earlier.
+	// A prompt whose continuation has a token at an index K and another at
+	// an index M > K+1 that do not appear earlier.
 	var jobs []Job
 	vocab := uint32(0)
 	{
@@ -109,30 +109,40 @@ func FinishRules(t *testing.T, f Factory) {
 		vocab = uint32(h.Vocab)
 		h.Finish()
 	}
-	for j := range uint32(16) {
-		jobs = append(jobs, Job{P: greedy(uint64(1 + j)), Prompt: []uint32{(1 + 5*j) % vocab, (2 + 7*j) % vocab, (3 + 11*j) % vocab}, N: N})
+	r := rand.New(rand.NewPCG(1, 2))
+	for j := range 48 {
+		jobs = append(jobs, Job{P: greedy(uint64(1 + j)), Prompt: []uint32{r.Uint32N(vocab), r.Uint32N(vocab), r.Uint32N(vocab)}, N: N})
 	}
 	var seq []uint32
 	var job Job
+	K, M := -1, -1
+	fresh := func(s []uint32, i int) bool { return !slices.Contains(s[:i], s[i]) }
 	for i, s := range Learn(t, f, c, jobs...) {
-		if !slices.Contains(s[:K], s[K]) && !slices.Contains(s[:M], s[M]) {
-			seq, job = s, jobs[i]
+		for k := 1; k < N-2 && K < 0; k++ {
+			for m := k + 2; m < N-1; m++ {
+				if fresh(s, k) && fresh(s, m) {
+					K, M, seq, job = k, m, s, jobs[i]
+					break
+				}
+			}
+		}
+		if K >= 0 {
 			break
 		}
 	}
-	if seq == nil {
-		t.Fatal("no prompt of 16 has a continuation with new tokens at indexes 2 and 5: the model is degenerate")
+	if K < 0 {
+		t.Fatal("no prompt of 48 has a greedy continuation with two new tokens: the model is degenerate")
 	}
 	eos, stopTok := seq[K], seq[M]
 
 	pMax := job.P
-	pMax.MaxTokens = 3
+	pMax.MaxTokens = uint32(K + 1)
 	pEOS := job.P
 	pEOS.NEOS, pEOS.EOS[0], pEOS.EOS[1] = 2, vocab+7, eos // an EOS id beyond the vocabulary never matches
 	pIgn := pEOS
 	pIgn.Flags = ringbuf.SlotIgnoreEOS
 	pBoth := pEOS
-	pBoth.MaxTokens = K + 1
+	pBoth.MaxTokens = uint32(K + 1)
 	pOne := job.P
 	pOne.MaxTokens = 1
 
@@ -148,7 +158,7 @@ func FinishRules(t *testing.T, f Factory) {
 	}
 	Match(t, h.Sync(), nil)
 
-	finishAt := []int{2, K, M, K, 0}
+	finishAt := []int{K, K, M, K, 0}
 	reason := []ringbuf.FinishReason{ringbuf.FinishLength, ringbuf.FinishStop, ringbuf.FinishStop, ringbuf.FinishStop, ringbuf.FinishLength}
 	var want []ringbuf.Completion
 	for i := range N {

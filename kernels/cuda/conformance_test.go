@@ -6,6 +6,7 @@ import (
 	"ringlm/gguf"
 	"ringlm/kernels/conformance"
 	"ringlm/model"
+	"ringlm/models"
 	"ringlm/ringbuf"
 )
 
@@ -30,13 +31,31 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceDiff plays the suite's scripts on the CPU device and on
-// the CUDA device over the same tiny models and compares the completion
+// the CUDA device over the same models (a tiny synthetic Llama in F16, and
+// the built-in model, trained, in Q8_0) and compares the completion
 // streams record by record: every difference is a drift of one side.
 func TestConformanceDiff(t *testing.T) {
 	needGPU(t)
-	for _, arch := range []string{"llama", "qwen2"} {
-		t.Run(arch, func(t *testing.T) {
-			m := tiny(t, arch, gguf.TypeF16)
+	builtin := func(t *testing.T) *model.Model {
+		f, err := gguf.Parse(models.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name string
+		load func(t *testing.T) *model.Model
+	}{
+		{"tiny-llama-f16", func(t *testing.T) *model.Model { return tiny(t, "llama", gguf.TypeF16) }},
+		{"builtin-q8_0", builtin},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := c.load(t)
 			st := conformance.Diff(t, conformance.CPU(m), cudaFactory(m), conformance.Tolerance{Logprob: 2e-3})
 			if st.GreedyTokens == 0 {
 				t.Fatal("no greedy token compared")

@@ -161,7 +161,7 @@ __device__ void leader_fetch(Dev &d) {
         if (threadIdx.x == 0) {
           L.simple(RLM_KIND_STOPPED, r.id, RLM_NO_SLOT);
           L.publish();
-          d.sub_cons++;
+          d.sub_cons += ri + 1;  // the control records before STOP in this batch too
           rlm_store_release(&L.sub->cons, d.sub_cons);
           d.stop = 1;
         }

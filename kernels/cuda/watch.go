@@ -269,7 +269,7 @@ func (s *supervisor) respond() {
 			}
 			r.emit(ringbuf.Completion{Kind: ringbuf.KindSlotClosed, Slot: p.slot, Step: p.id})
 		case ringbuf.OpStop:
-			r.emit(ringbuf.Completion{Kind: ringbuf.KindStopped, Step: p.id})
+			r.emit(ringbuf.Completion{Kind: ringbuf.KindStopped, Slot: ringbuf.NoSlot, Step: p.id})
 			a.Completion.Publish()
 			return
 		}
@@ -389,7 +389,7 @@ func (r *responder) serve() {
 				r.emit(ringbuf.Completion{Kind: ringbuf.KindSlotClosed, Slot: rec.Slot, Step: rec.ID})
 			}
 		case ringbuf.OpStop:
-			r.emit(ringbuf.Completion{Kind: ringbuf.KindStopped, Step: rec.ID})
+			r.emit(ringbuf.Completion{Kind: ringbuf.KindStopped, Slot: ringbuf.NoSlot, Step: rec.ID})
 			stop = true
 		default:
 			r.fail(rec.ID, ringbuf.NoSlot, ringbuf.CodeBadOp, uint32(rec.Op))
