@@ -208,11 +208,11 @@ func (e *PayloadError) Error() string {
 
 // ParseSlotPayload decodes and checks the structure of an OPEN_SLOT
 // payload (length, counts, the device limits, flags, n_top, reserved
-// words); the values of the sampling fields are the sample package's
-// business. The checks run in the CUDA kernel's order, so that both
-// devices name the same word for a payload with several faults: the
-// counts against the length, n_stop, n_bias, n_eos, flags, n_top; the
-// reserved words, which only the Go side checks, come last. It does not
+// words, the order of the bias tokens); the values of the sampling fields
+// are the sample package's business. Every device checks in this order
+// (ringbuf/PROTOCOL.md), so that all name the same word for a payload with
+// several faults: the counts against the length, n_stop, n_bias, n_eos,
+// flags, n_top, the reserved words, then the bias tokens. It does not
 // allocate unless it fails.
 func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 	if len(w) < SlotParamsWords {
@@ -245,6 +245,14 @@ func ParseSlotPayload(w []uint32) (SlotPayload, error) {
 	for i := SPOffNTop + 1; i < SlotParamsWords; i++ {
 		if b[i] != 0 {
 			return SlotPayload{}, &PayloadError{Word: i, Reason: "reserved word is not zero"}
+		}
+	}
+	// Bias pairs name ascending tokens, each once: a token named twice
+	// would be biased once on one device and twice (or racily) on another.
+	bias := w[SlotParamsWords+nStop : SlotParamsWords+nStop+2*nBias]
+	for i := 2; i < len(bias); i += 2 {
+		if bias[i] <= bias[i-2] {
+			return SlotPayload{}, &PayloadError{Word: SlotParamsWords + int(nStop) + i, Reason: "logit-bias tokens are not ascending (or one is named twice)"}
 		}
 	}
 	p := SlotPayload{Params: SlotParams{

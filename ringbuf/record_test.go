@@ -157,7 +157,7 @@ func testSlotParams() SlotParams {
 func TestSlotPayloadRoundTrip(t *testing.T) {
 	p := testSlotParams()
 	stop := []uint32{13, 198}
-	bias := []TokenBias{{Token: 5, Bias: -100}, {Token: 1000, Bias: 2.5}, {Token: 7, Bias: 0}}
+	bias := []TokenBias{{Token: 5, Bias: -100}, {Token: 7, Bias: 0}, {Token: 1000, Bias: 2.5}}
 	hist := []uint32{1, 2, 3, 4}
 	n := SlotPayloadWords(len(stop), len(bias), len(hist))
 	w := make([]uint32, n)

@@ -9,6 +9,7 @@ import (
 
 	"ringlm/engine"
 	"ringlm/gguf"
+	"ringlm/kernels"
 	"ringlm/kernels/cpu"
 	"ringlm/kernels/cuda"
 	"ringlm/model"
@@ -94,6 +95,8 @@ func openDevice(mdl *model.Model, kvt gguf.Type, slots int, o Options) (*device,
 	if err != nil {
 		return nil, err
 	}
+	// The same capacity rules as the CUDA device opened with these options.
+	cd.SetLimits(kernels.Limits{Context: mdl.Context, MaxStepTokens: o.TokenBudget})
 	return &device{kind: "cpu", dev: cd, blocks: blocks, alloc: o.Allocator}, nil
 }
 

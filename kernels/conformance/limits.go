@@ -6,8 +6,10 @@ import (
 	"ringlm/ringbuf"
 )
 
-// limitPayload is an OPEN_SLOT with nStop stop ids and nBias biases, all
-// inside a vocabulary of vocab tokens.
+// limitPayload is an OPEN_SLOT's nStop stop ids and nBias biases, the
+// bias tokens ascending and inside a vocabulary of vocab tokens as far as
+// it goes (past it they are out of range, which the counts are checked
+// before).
 func limitPayload(nStop, nBias, vocab int) ([]uint32, []ringbuf.TokenBias) {
 	stop := make([]uint32, nStop)
 	for i := range stop {
@@ -15,7 +17,7 @@ func limitPayload(nStop, nBias, vocab int) ([]uint32, []ringbuf.TokenBias) {
 	}
 	bias := make([]ringbuf.TokenBias, nBias)
 	for i := range bias {
-		bias[i] = ringbuf.TokenBias{Token: uint32(i % vocab), Bias: 1}
+		bias[i] = ringbuf.TokenBias{Token: uint32(i), Bias: 1}
 	}
 	return stop, bias
 }
@@ -40,8 +42,9 @@ func DeviceLimits(t *testing.T, f Factory) {
 		Err(c, 1, ringbuf.CodeBadParams, ringbuf.SPOffNStop),
 	})
 
-	// At the limits the slot opens (and closes: it was closed before).
-	stop, bias = limitPayload(ringbuf.MaxStop, ringbuf.MaxBias, vocab)
+	// At the limits the slot opens (and closes: it was closed before); a
+	// vocabulary smaller than MaxBias holds fewer distinct biases.
+	stop, bias = limitPayload(ringbuf.MaxStop, min(ringbuf.MaxBias, vocab), vocab)
 	h.Open(1, good, stop, bias, nil)
 	d := h.Close(1)
 	Match(t, h.Sync(), []ringbuf.Completion{Closed(d, 1)})
@@ -90,10 +93,14 @@ func OpenCheckOrder(t *testing.T, f Factory) {
 			badValues(p)
 			p.Temperature, p.TopP, p.MinP, p.RepeatPenalty, p.RepeatLastN, p.Presence = 1, 1, 0, 1, 0, 0
 		}, 2, []ringbuf.TokenBias{{Token: uint32(vocab), Bias: 1}}, ringbuf.SPOffFrequency},
-		{"the first bad pair, token before value", nil, 2, []ringbuf.TokenBias{{Token: 1, Bias: 1}, {Token: uint32(vocab), Bias: 500}, {Token: 2, Bias: 500}},
+		{"the first bad pair, token before value", nil, 2, []ringbuf.TokenBias{{Token: 1, Bias: 1}, {Token: uint32(vocab), Bias: 500}},
 			ringbuf.SlotParamsWords + 2 + 2},
 		{"the first bad pair, its value", nil, 2, []ringbuf.TokenBias{{Token: 1, Bias: 1}, {Token: 3, Bias: 500}, {Token: uint32(vocab), Bias: 1}},
 			ringbuf.SlotParamsWords + 2 + 3},
+		{"bias tokens out of order, before the values", badValues, 2, []ringbuf.TokenBias{{Token: 3, Bias: 1}, {Token: 2, Bias: 1}},
+			ringbuf.SlotParamsWords + 2 + 2},
+		{"a bias token named twice", nil, 0, []ringbuf.TokenBias{{Token: 1, Bias: 1}, {Token: 4, Bias: 1}, {Token: 4, Bias: -1}},
+			ringbuf.SlotParamsWords + 4},
 	}
 	var want []ringbuf.Completion
 	for _, c := range cases {

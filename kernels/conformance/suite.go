@@ -436,6 +436,7 @@ func Errors(t *testing.T, f Factory) {
 // start.
 func Capacity(t *testing.T, f Factory) {
 	c := config(2, 32, 1024)
+	c.Context = 120 // not a whole number of blocks: the context, not the table, bounds positions
 	wp, p1 := greedy(3), greedy(4)
 	long := seqOf(c.Context-1, func(i int) uint32 { return uint32(i*7+1) % 97 })
 	learned := Learn(t, f, c, Job{P: wp, Prompt: []uint32{4, 5, 6}, N: 24}, Job{P: p1, Prompt: long, N: 2})

@@ -131,6 +131,7 @@ func newDesc(m *model.Model, o Options) (d *desc, err error) {
 	co.slots = C.uint32_t(o.Slots)
 	co.block_size = C.uint32_t(o.BlockSize)
 	co.max_blocks_per_slot = C.uint32_t(o.BlocksPerSlot())
+	co.context = C.uint32_t(o.Context)
 	co.max_step_tokens = C.uint32_t(o.MaxStepTokens)
 	co.num_blocks = C.uint32_t(o.NumBlocks)
 	co.kv_max_bytes = C.uint64_t(o.KVMaxBytes)

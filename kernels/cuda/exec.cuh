@@ -70,8 +70,11 @@ __device__ int slot_open(Dev &d, uint32_t slot, const unsigned *p, uint32_t len)
   if (sp->n_top > RLM_MAX_TOP || (sp->n_top > 0 && !(sp->flags & RLM_SLOT_LOGPROBS))) return RLM_SP_OFF_N_TOP;
   for (int i = RLM_SP_OFF_N_TOP + 1; i < RLM_SLOT_PARAMS_WORDS; i++)
     if (p[i] != 0) return i;  // reserved
+  for (uint32_t i = 1; i < n_bias; i++)  // ascending bias tokens, each once
+    if (p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i] <= p[RLM_SLOT_PARAMS_WORDS + n_stop + 2 * (i - 1)])
+      return RLM_SLOT_PARAMS_WORDS + n_stop + 2 * i;
   // The capacity.
-  if (sp->start_pos > (uint32_t)d.ctx || n_hist > sp->start_pos) return RLM_SP_OFF_START_POS;
+  if (sp->start_pos > (uint32_t)d.ctx_limit || n_hist > sp->start_pos) return RLM_SP_OFF_START_POS;
   // The values, as sample.Params.Validate checks them.
   if (!(sp->temperature >= 0.f) || isinf(sp->temperature)) return RLM_SP_OFF_TEMPERATURE;
   if (!(sp->top_p > 0.f && sp->top_p <= 1.f)) return RLM_SP_OFF_TOP_P;
@@ -119,7 +122,9 @@ __device__ int slot_open(Dev &d, uint32_t slot, const unsigned *p, uint32_t len)
   }
   int *hist = d.hist + (size_t)slot * d.ctx;
   const unsigned *hp = p + RLM_SLOT_PARAMS_WORDS + n_stop + 2 * n_bias;
-  for (uint32_t i = 0; i < n_hist; i++) hist[s.hist_from + i] = hp[i] < (uint32_t)d.vocab ? hp[i] : 0;
+  // A history token outside the vocabulary is no token: the penalties
+  // skip it (-1), as sample.Sampler.Observe ignores it.
+  for (uint32_t i = 0; i < n_hist; i++) hist[s.hist_from + i] = hp[i] < (uint32_t)d.vocab ? (int)hp[i] : -1;
   return -1;
 }
 
@@ -169,11 +174,11 @@ __device__ void leader_fetch(Dev &d) {
         return;
       }
       if (op == RLM_OP_OPEN_SLOT) {
-        // Copy the payload (only its parameter block when it is longer
-        // than any valid one: it fails at or before start_pos, which the
-        // block alone decides), then open the slot with one thread.
-        const bool whole = r.payload_len <= (uint32_t)d.stage_cap;
-        if (payload_ok) copy_run(d, stg, r.payload_off, whole ? r.payload_len : RLM_SLOT_PARAMS_WORDS, 0);
+        // Copy the payload (without its history when it is longer than
+        // any valid one: it fails at or before start_pos, which the words
+        // before the history decide), then open the slot with one thread.
+        const uint32_t head = RLM_SLOT_PARAMS_WORDS + kMaxStop + 2 * kMaxBias;  // ≤ stage_cap
+        if (payload_ok) copy_run(d, stg, r.payload_off, r.payload_len <= (uint32_t)d.stage_cap ? r.payload_len : head, 0);
         __syncthreads();
         if (threadIdx.x == 0) {
           if (r.slot >= (uint32_t)d.slots) L.error(r.id, r.slot, RLM_CODE_BAD_SLOT, r.slot);
@@ -284,7 +289,7 @@ __device__ void leader_fetch(Dev &d) {
             else if (s.finished) L.simple(RLM_KIND_SKIPPED, r.id, eslot);
             else if (feedback && (ntok != 1 || s.last < 0)) { L.error(r.id, eslot, RLM_CODE_NO_FEEDBACK, ntok); s.finished = 1; }
             else if (!feedback && (ntok == 0 || !rlm_staging_ok(h, toff, ntok))) { L.error(r.id, eslot, RLM_CODE_BAD_PAYLOAD, toff); s.finished = 1; }
-            else if ((s.pos + (int)ntok - 1) / d.bs >= s.n_blocks || s.pos + (int)ntok > d.ctx) { L.error(r.id, eslot, RLM_CODE_NO_BLOCK, s.pos + ntok - 1); s.finished = 1; }
+            else if ((s.pos + (int)ntok - 1) / d.bs >= s.n_blocks || s.pos + (int)ntok > d.ctx_limit) { L.error(r.id, eslot, RLM_CODE_NO_BLOCK, s.pos + ntok - 1); s.finished = 1; }
             else s_run = feedback ? 2 : 1;
           }
         }

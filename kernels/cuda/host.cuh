@@ -342,6 +342,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   d.bs = o->block_size ? o->block_size : 16;
   d.max_bpb = o->max_blocks_per_slot;
   d.ctx = d.max_bpb * d.bs;
+  d.ctx_limit = o->context > 0 && (int)o->context <= d.ctx ? (int)o->context : d.ctx;
   d.max_tok = o->max_step_tokens;
   if (d.slots <= 0 || d.max_bpb <= 0 || d.max_tok <= 0) {
     seterr(err, errlen, "slots %u, max_blocks_per_slot %u and max_step_tokens %u must be positive", o->slots,

@@ -93,7 +93,7 @@ typedef struct rlm_opts {
   uint32_t kv_type;             /* must be RLM_TYPE_F16 */
   uint32_t grid_blocks;         /* persistent blocks; 0: one per SM × occupancy */
   uint32_t trap_step;           /* fault injection for tests: the kernel traps on its n-th STEP (0: never) */
-  uint32_t pad_;
+  uint32_t context;             /* positions a slot may hold (0: max_blocks_per_slot × block_size) */
 } rlm_opts;
 
 typedef struct rlm_info {

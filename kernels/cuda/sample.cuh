@@ -135,6 +135,7 @@ __device__ void sample_row(Dev &d, int row, SampleShared &sh, int *tok_out, floa
     if (s.rep_last_n > 0) from = max(from, pos - s.rep_last_n);
     for (int i = from + threadIdx.x; i < pos; i += kThreads) {
       const int t = hist[i];
+      if (t < 0) continue;  // a history token outside the vocabulary
       const unsigned b = 1u << (t & 31);
       if (!(atomicOr(&bits[t >> 5], b) & b)) {
         const float v = z[t];
@@ -142,15 +143,18 @@ __device__ void sample_row(Dev &d, int row, SampleShared &sh, int *tok_out, floa
       }
     }
     __syncthreads();
-    for (int i = from + threadIdx.x; i < pos; i += kThreads) bits[hist[i] >> 5] = 0;
+    for (int i = from + threadIdx.x; i < pos; i += kThreads)
+      if (hist[i] >= 0) bits[hist[i] >> 5] = 0;
     __syncthreads();
   }
   if ((s.presence != 0.f || s.frequency != 0.f) && s.gen_from >= 0) {
     const int from = max(s.gen_from, s.hist_from);
-    for (int i = from + threadIdx.x; i < pos; i += kThreads) atomicAdd(&cnt[hist[i]], 1);
+    for (int i = from + threadIdx.x; i < pos; i += kThreads)
+      if (hist[i] >= 0) atomicAdd(&cnt[hist[i]], 1);
     __syncthreads();
     for (int i = from + threadIdx.x; i < pos; i += kThreads) {
       const int t = hist[i];
+      if (t < 0) continue;
       const int c = atomicExch(&cnt[t], 0);
       if (c > 0) z[t] = clean(__fsub_rn(z[t], __fadd_rn(__fmul_rn((float)c, s.frequency), s.presence)));
     }

@@ -65,7 +65,7 @@ extern "C" int rlm_test_sample(uint32_t vocab, uint32_t n, const uint32_t *words
   const int grid = (int)min(n, 264u);
   Dev h{};
   h.vocab = (int)vocab;
-  h.ctx = ctx;
+  h.ctx = h.ctx_limit = ctx;
   h.slots = (int)n;
   std::vector<void *> allocs;
   auto bail = [&]() {

@@ -102,7 +102,11 @@ func randomOpen(r *rand.Rand, vocab int) ringbuf.SlotOpen {
 		o.EOS = append(o.EOS, int32(r.IntN(vocab)))
 	}
 	for range r.IntN(min(o.StartPos, 64) + 1) {
-		o.Hist = append(o.Hist, int32(r.IntN(min(vocab, 1+r.IntN(vocab)))))
+		tk := int32(r.IntN(min(vocab, 1+r.IntN(vocab))))
+		if r.IntN(50) == 0 {
+			tk = int32(vocab + r.IntN(10)) // no token: the penalties skip it
+		}
+		o.Hist = append(o.Hist, tk)
 	}
 	if r.IntN(2) == 0 {
 		o.PromptLen = o.StartPos - len(o.Hist) + r.IntN(len(o.Hist)+2)
@@ -201,6 +205,15 @@ func TestSamplerMatchesGo(t *testing.T) {
 				w[ringbuf.SPOffNTop] = ringbuf.MaxTop + 1
 			case 2:
 				w = w[:r.IntN(ringbuf.SlotParamsWords)]
+			case 3, 4: // bias tokens out of order, or one named twice
+				if nb := int(w[ringbuf.SPOffNBias]); nb >= 2 {
+					b := ringbuf.SlotParamsWords + int(w[ringbuf.SPOffNStop])
+					if r.IntN(2) == 0 {
+						w[b], w[b+2] = w[b+2], w[b]
+					} else {
+						w[b+2] = w[b]
+					}
+				}
 			}
 			cases[i] = sampleCase{words: w, logits: randomLogits(r, vocab)}
 			payloads[i] = w

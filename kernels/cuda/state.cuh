@@ -73,7 +73,8 @@ struct Dev {
   const DLayer *layers;
   // KV pool: [layer][block][kv head][bs][hd], float16
   __half *kcache, *vcache;
-  int num_blocks, bs, max_bpb, ctx;
+  int num_blocks, bs, max_bpb, ctx;  // ctx = max_bpb × bs: the stride of a slot's history
+  int ctx_limit;                      // the context: positions a slot may hold (≤ ctx)
   // slots
   int slots;
   Slot *slot;
