@@ -2,6 +2,17 @@
 // llama-perplexity: non-overlapping chunks of n_ctx tokens, each run from
 // an empty KV cache (BOS in place of its first token when the vocabulary
 // adds one), only the second half of each chunk scored.
+//
+// The token stream (Tokenize: special-token text literal, BOS first when
+// the vocabulary's add_bos says so, never EOS) is cut into floor(len/n_ctx)
+// chunks (Options.Chunks limits them; fewer than 2·n_ctx tokens is
+// ErrTooShort). The score is the NLL of token i+1 under the float64
+// log-softmax of logits row i, for i in [n_ctx/2, n_ctx−2]; positions
+// before n_ctx/2 run without the output head and the chunk's last token
+// is not run (the forward pass is chunking-invariant, so the logits are
+// the same). PPL = exp(mean NLL), and its ± is llama.cpp's
+// PPL·sqrt((E[nll²]−E[nll]²)/(count−1)). `ringlm perplexity` prints it as
+// llama.cpp does ([1]x,[2]y,… and "Final estimate: PPL = X +/- Y").
 package eval
 
 import (

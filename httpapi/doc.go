@@ -37,6 +37,21 @@
 // /execute's token events carry "top_logprobs": [{id, text, logprob}, …]
 // when asked. Streaming and non-streaming answers carry the same values.
 //
+// Files: config.go is the one settings table (flag, RINGLM_* variable,
+// default, doc) that `ringlm serve` reads; request.go parses and validates
+// a body (every bad field is a 400 in OpenAI's error shape naming the
+// field), and errors.go gives engine.Submit's refusals the same shape (a
+// sample.ParamError, or an engine.LimitError for a request over a device
+// limit: 400; a full queue or a draining server: 503); gen.go turns it into engine requests (tokenize, chat template, one
+// engine request per choice with seeds seed, seed+1, …); metrics.go keeps
+// the Prometheus histograms (TTFT, inter-token, end-to-end, queue time,
+// step time from the engine's StepHook) and counters; trace.go and
+// pprof.go serve /debug/trace?seconds=N (Chrome/Perfetto JSON from an
+// engine.Tracer) and Go's pprof under /debug/pprof/, only with --debug
+// and behind --api-key when one is set. Server.Shutdown stops accepting,
+// lets running requests finish until its deadline and then ends them with
+// an error event.
+//
 // Not supported yet (answered with a clear 400): echo, suffix, best_of !=
 // n, and non-text chat content parts.
 package httpapi

@@ -105,8 +105,8 @@ type slot struct {
 	promptLen int // fed tokens at positions >= promptLen are generated ones (0: none are)
 }
 
-// Limits are the sizes a device was opened with, which the protocol
-// makes part of what it answers (PROTOCOL.md, "Capacity"): positions
+// Limits are the sizes a device was opened with, which the protocol makes
+// part of what it answers (ringbuf/PROTOCOL.md, "Capacity"): positions
 // below Context (a slot's block table holds ceil(Context/BlockSize)
 // blocks), at most MaxStepTokens tokens a STEP. Zero: no limit.
 type Limits struct {
@@ -472,8 +472,9 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 			x.emit(&ringbuf.Completion{Kind: ringbuf.KindSkipped, Slot: e.Slot, Step: r.ID})
 			continue
 		}
-		// The checks in the order LAYOUT.md gives; an entry's error fails
-		// its slot (later entries are SKIPPED until the host closes it).
+		// The checks in the order ringbuf/PROTOCOL.md gives ("What a device
+		// does", STEP); an entry's error fails its slot (later entries are
+		// SKIPPED until the host closes it).
 		feedback := e.TokenOff == ringbuf.TokenOffFeedback
 		var run []uint32
 		if feedback {

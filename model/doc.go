@@ -1,5 +1,29 @@
-// Package model will own the architecture registry (llama, qwen2, mistral as
-// llama, phi3): config from GGUF metadata, the tensor-name map, the RoPE
-// style of each architecture, and the CPU reference forward pass that every
-// device is checked against. Filled by the CPU reference model issue.
+// Package model owns the architecture registry (llama, which also covers
+// Mistral files; qwen2; phi3), the model configuration read from GGUF
+// metadata, the tensor-name map, the RoPE style of each architecture, the
+// paged KV pool of the CPU, and the CPU reference forward pass that every
+// device is checked against, with AVX2 kernels and a pure-Go fallback.
+//
+// Load maps tensors by their llama.cpp names and checks every tensor's
+// presence, type and shape. Matrices stay in the mapped GGUF file and rows
+// are dequantized on the fly (F32, F16, BF16, Q8_0).
+//
+// Forward(kv, seqs) runs one step for a batch of sequences, each with its
+// tokens, start position and block table: all tokens of the step form one
+// matrix, each weight row is dequantized once per step and dotted with
+// every token (weights are read once per step), and attention reads each
+// sequence's own paged KV. Every per-token computation uses a fixed
+// summation order, so a sequence's logits are bitwise identical alone, in
+// any batch and in any prefill chunking. RoPE follows llama.cpp: adjacent
+// pairs for llama (whose Q/K rows the converter permuted), halves (NEOX)
+// for qwen2 and phi3, frequencies divided by rope_freqs where present. The
+// KV pool (KVPool) is F32 or F16, laid out per layer as [block][position
+// in block][kv head][head dim] and addressed through block tables.
+//
+// Correctness is checked against HuggingFace transformers:
+// tools/hf_oracle.py (run on the GPU machine) builds the same model from
+// the GGUF and writes golden logits for a prompt and its 32-token greedy
+// continuation (testdata/golden/); the Go forward matches within 1e-4
+// relative error (F32) or 2e-3 (F16, BF16, Q8_0) with identical greedy
+// tokens (oracle_test.go).
 package model

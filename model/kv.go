@@ -14,8 +14,10 @@ const DefaultBlockSize = 16
 // layer, for keys and values, in F32 or F16. A sequence addresses it
 // through a block table (logical block i of the sequence lives in
 // physical block table[i]); the engine's block manager owns allocation.
-// Layout per layer and per K/V: [block][position in block][kv head][head dim],
-// the layout the CUDA device uses too.
+// Layout per layer and per K/V: [block][position in block][kv head][head
+// dim]. (The CUDA device keeps its own F16 pool in GPU memory, ordered
+// [layer][block][kv head][position in block][head dim]; the block tables
+// that address the two are the same.)
 type KVPool struct {
 	Type      gguf.Type
 	BlockSize int

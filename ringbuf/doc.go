@@ -2,9 +2,12 @@
 // and the ring protocol's byte formats inside it: the header, two
 // single-producer/single-consumer rings of fixed-size records (submit:
 // host -> device; completion: device -> host) and a staging area for
-// variable-size payloads. The ring protocol section of ARCHITECTURE.md
-// specifies every byte, the ordering rules and what a
-// device does with each record; kernels/cuda/ring.h is the same
+// variable-size payloads; the mapping between a request's sampling
+// parameters and an OPEN_SLOT payload (SlotOpen); and the capacity rules
+// and device limits every device shares (StepRecords, MinCompletionCap,
+// MaxStop, MaxBias, MaxEOS, MaxTop, MaxHeadDim). PROTOCOL.md beside this
+// file specifies every byte, the ordering rules, the capacity rules and
+// what a device does with each record; kernels/cuda/ring.h is the same
 // specification in C, generated from this package (go generate ./ringbuf)
 // and checked against it by the tests.
 //

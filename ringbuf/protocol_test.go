@@ -9,9 +9,10 @@ import (
 )
 
 // This file runs the whole ring protocol between a host goroutine and a
-// device goroutine over small rings (both fill up), as ARCHITECTURE.md ("The ring protocol") specifies
-// it. The device's "model" makes the token after input tok at position pos
-// a hash of (seed, pos, tok), so the host can predict every token.
+// device goroutine over small rings (both fill up), as ringbuf/PROTOCOL.md
+// specifies it. The device's "model" makes the token after input tok at
+// position pos a hash of (seed, pos, tok), so the host can predict every
+// token.
 
 func fakeNext(seed uint64, pos, tok, vocab uint32) uint32 {
 	x := seed ^ uint64(pos)*0x9E3779B97F4A7C15 ^ uint64(tok)*0xC2B2AE3D27D4EB4F

@@ -3,6 +3,31 @@
 // writes them, with seeded random weights scaled so that activations stay
 // finite and logits are not flat. No model weights can be downloaded where
 // ringlm is developed; every test model is made here.
+//
+// A Shape holds an architecture's hyper-parameters; Presets copy real
+// models (qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b, mistral-7b,
+// phi-3-mini, and gocoder, the built-in model's shape), and "tiny" (dim
+// 256, 4 layers, 8 heads / 4 KV heads of 32) exists for each
+// architecture. The tensor list follows llama.cpp's converter: for llama,
+// token_embd, per block attn_norm, attn_q/attn_k (rows permuted from HF's
+// rotary-halves order to interleaved pairs, as convert_hf_to_gguf.py does;
+// UnpermuteQK inverts it), attn_v, attn_output, ffn_norm, ffn_gate,
+// ffn_up, ffn_down, then output_norm, output unless tied, and rope_freqs
+// for Llama 3.1+ RoPE scaling; qwen2 as llama without the permutation,
+// plus attn_{q,k,v}.bias; phi3 with fused attn_qkv and a fused ffn_up
+// (gate then up).
+//
+// Weights are normal, from a PCG stream per (seed, tensor name,
+// 64Ki-element chunk), generated on all cores and written in order, so a
+// file is identical for a seed whatever the core count. The standard
+// deviation is 1/√fan_in for input projections, 1/√(fan_in·2·layers) for
+// output projections (the residual stream grows slowly), 3/√dim for the
+// embedding and output head (logits of standard deviation about 3); norm
+// weights are N(1, 0.05²), and 1-D tensors stay F32. The built-in vocabulary
+// is byte-level BPE (model gpt2): 256 byte tokens, merges trained on a
+// small embedded corpus, and four ChatML-style control tokens. Build also
+// writes trained weights (ReadSafetensors: how the built-in model was
+// made, tools/train), checking every tensor's name and shape.
 package synth
 
 import (

@@ -1,4 +1,10 @@
-// Command ringlm is the one binary of the ringlm inference engine.
+// Command ringlm is the one binary of the ringlm inference engine. Its
+// subcommands are the commands table in main.go, one file each: synth,
+// show, tokenize, run, serve, bench (serve, engine, report) and
+// perplexity; run, serve, bench engine and perplexity load their model
+// through package runner. Flags may follow positional arguments. Errors
+// print as one line, `ringlm <cmd>: <error>`, with exit status 1 (2 for
+// usage errors); nothing a user or a file supplies can cause a panic.
 package main
 
 import (

@@ -3,9 +3,9 @@
  *
  * ring.h: the ring protocol between the ringlm host (Go) and a device (the
  * persistent CUDA kernel), as C11 / C++11 / CUDA declarations. The full
- * specification is the "Ring protocol" section of ARCHITECTURE.md; comments
- * below are the Go documentation of each constant (Go names: OpStep is
- * RLM_OP_STEP, SubOffPayloadLen is RLM_SUB_OFF_PAYLOAD_LEN).
+ * specification is ringbuf/PROTOCOL.md; comments below are the Go
+ * documentation of each constant (Go names: OpStep is RLM_OP_STEP,
+ * SubOffPayloadLen is RLM_SUB_OFF_PAYLOAD_LEN).
  *
  * Arena: one block of pinned, mapped host memory, little-endian, every
  * region RLM_ALIGN-aligned: header | submit ring | completion ring | staging.
