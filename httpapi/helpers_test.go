@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -19,54 +18,21 @@ import (
 	"github.com/rs/zerolog"
 
 	"ringlm/gguf"
+	"ringlm/internal/testmodel"
 	"ringlm/ringbuf"
 	"ringlm/runner"
-	"ringlm/synth"
 	"ringlm/tokenizer"
-)
-
-// The test model: the tiny llama shape with synth's built-in 512-token
-// vocabulary (ChatML template), written once per test binary.
-var (
-	modelOnce sync.Once
-	modelPath string
-	modelErr  error
-	modelDir  string
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if modelDir != "" {
-		os.RemoveAll(modelDir)
-	}
+	testmodel.Cleanup()
 	os.Exit(code)
 }
 
-func tinyModel(t testing.TB) string {
-	t.Helper()
-	modelOnce.Do(func() {
-		modelDir, modelErr = os.MkdirTemp("", "httpapi-test")
-		if modelErr != nil {
-			return
-		}
-		shape, err := synth.Lookup("tiny", "llama")
-		if err != nil {
-			modelErr = err
-			return
-		}
-		w, err := synth.Build(synth.Options{Shape: shape, Type: gguf.TypeF16, Seed: 7})
-		if err != nil {
-			modelErr = err
-			return
-		}
-		modelPath = filepath.Join(modelDir, "tiny-test.gguf")
-		modelErr = w.WriteFile(modelPath)
-	})
-	if modelErr != nil {
-		t.Fatal(modelErr)
-	}
-	return modelPath
-}
+// tinyModel is the tiny llama shape with synth's built-in 512-token
+// vocabulary (ChatML template), written once per test binary.
+func tinyModel(t testing.TB) string { return testmodel.Path(t, "llama", gguf.TypeF16) }
 
 // testServer is a server with the tiny model on a loopback port.
 type testServer struct {

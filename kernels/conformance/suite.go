@@ -219,6 +219,16 @@ func (w *witness) tok(t testing.TB, id uint64) ringbuf.Completion {
 	return c
 }
 
+// check runs one more witness step and expects want before its answers:
+// after whatever went wrong, the device still serves the witness.
+func (w *witness) check(t testing.TB, h *Host, name string, want ...ringbuf.Completion) {
+	t.Helper()
+	id := h.Step(FB(w.slot))
+	want = append(want, w.tok(t, id), Done(id, 1))
+	t.Log(name)
+	Match(t, h.Sync(), want)
+}
+
 // Errors provokes every error code a host can cause and checks that each
 // comes back as a completion (never a hang) with its detail, that a failed
 // entry fails its slot, and that the device keeps serving the witness slot
@@ -240,14 +250,7 @@ func Errors(t *testing.T, f Factory) {
 	h.Grant(0, 0, h.blocksFor(48, 0)...)
 	id := h.Step(Pre(0, true, 1, 2))
 	Match(t, h.Sync(), []ringbuf.Completion{w.tok(t, id), Done(id, 1)})
-	// check runs one more witness step and expects want before it.
-	check := func(name string, want ...ringbuf.Completion) {
-		t.Helper()
-		id := h.Step(FB(0))
-		want = append(want, w.tok(t, id), Done(id, 1))
-		t.Log(name)
-		Match(t, h.Sync(), want)
-	}
+	check := func(name string, want ...ringbuf.Completion) { t.Helper(); w.check(t, h, name, want...) }
 
 	// BAD_OP.
 	a := h.Push(ringbuf.SubmitRecord{Op: 9})
@@ -446,13 +449,7 @@ func Capacity(t *testing.T, f Factory) {
 	h.Grant(0, 0, h.blocksFor(32, 0)...)
 	id := h.Step(Pre(0, true, 4, 5, 6))
 	Match(t, h.Sync(), []ringbuf.Completion{w.tok(t, id), Done(id, 1)})
-	check := func(name string, want ...ringbuf.Completion) {
-		t.Helper()
-		id := h.Step(FB(0))
-		want = append(want, w.tok(t, id), Done(id, 1))
-		t.Log(name)
-		Match(t, h.Sync(), want)
-	}
+	check := func(name string, want ...ringbuf.Completion) { t.Helper(); w.check(t, h, name, want...) }
 	table := (c.Context + h.BS - 1) / h.BS
 	slot1 := h.blocksFor(c.Context, 4) // the whole table, ids 4…
 

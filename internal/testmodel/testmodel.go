@@ -1,0 +1,86 @@
+// Package testmodel gives tests the tiny synthetic models they load
+// (synth's "tiny" shapes with its built-in vocabulary, seed 7), each
+// written once per test binary.
+package testmodel
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"ringlm/gguf"
+	"ringlm/model"
+	"ringlm/synth"
+)
+
+var (
+	mu    sync.Mutex
+	dir   string
+	paths = map[string]string{}
+)
+
+// Path is the file of the tiny model of arch in typ, tiny-test.gguf,
+// written on first use.
+func Path(t testing.TB, arch string, typ gguf.Type) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	key := arch + "/" + typ.String()
+	if p, ok := paths[key]; ok {
+		return p
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "ringlm-testmodel")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+	}
+	shape, err := synth.Lookup("tiny", arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := synth.Build(synth.Options{Shape: shape, Type: typ, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every model is "tiny-test.gguf" (the name tests see it served
+	// under), each in a folder of its own.
+	sub := filepath.Join(dir, arch+"-"+typ.String())
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(sub, "tiny-test.gguf")
+	if err := w.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	paths[key] = p
+	return p
+}
+
+// Load opens the tiny model of arch in typ; the file stays mapped until
+// the test ends.
+func Load(t testing.TB, arch string, typ gguf.Type) *model.Model {
+	t.Helper()
+	f, err := gguf.Open(Path(t, arch, typ))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Cleanup removes the files written; a TestMain calls it after m.Run.
+func Cleanup() {
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	dir, paths = "", map[string]string{}
+}
