@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"ringlm/gguf"
+	"ringlm/internal/testmodel"
 	"ringlm/model"
 	"ringlm/synth"
 )
@@ -23,15 +24,7 @@ func engTinyModel(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := synth.Build(synth.Options{Shape: s, Type: gguf.TypeF16, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testmodel.Write(t, s, gguf.TypeF16, 1)
 }
 
 // TestEngineBytesPerStep: the roofline's arithmetic, exactly.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"ringlm/gguf"
+	"ringlm/internal/testmodel"
 	"ringlm/kernels/cpu"
-	"ringlm/model"
 	"ringlm/ringbuf"
 	"ringlm/sample"
 	"ringlm/synth"
@@ -276,23 +276,7 @@ func BenchmarkNullStep(b *testing.B) {
 // preset (3.4M parameters, F16) through the whole engine.
 func BenchmarkCPUDecode(b *testing.B) {
 	s, _ := synth.Lookup("tiny", "llama")
-	w, err := synth.Build(synth.Options{Shape: s, Type: gguf.TypeF16, Seed: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	path := b.TempDir() + "/tiny.gguf"
-	if err := w.WriteFile(path); err != nil {
-		b.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	m, err := model.Load(f)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := testmodel.Open(b, testmodel.Write(b, s, gguf.TypeF16, 1))
 	for _, batch := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
 			benchDecode(b, func(hook func(uint64, int, uint64, uint64), maxTokens int) *Engine {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"ringlm/gguf"
+	"ringlm/internal/testmodel"
 	"ringlm/kernels/cpu"
 	"ringlm/model"
 	"ringlm/ringbuf"
@@ -26,24 +26,7 @@ func microModel(t testing.TB) *model.Model {
 	t.Helper()
 	s := synth.Shape{Arch: "llama", Name: "micro", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		FFN: 128, Context: 1024, RopeBase: 10000, NormEps: 1e-5}
-	w, err := synth.Build(synth.Options{Shape: s, Type: gguf.TypeF32, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "micro.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	m, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return testmodel.Open(t, testmodel.Write(t, s, gguf.TypeF32, 3))
 }
 
 func newCPUEngine(t testing.TB, m *model.Model, cfg Config) *Engine {

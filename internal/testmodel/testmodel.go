@@ -63,7 +63,28 @@ func Path(t testing.TB, arch string, typ gguf.Type) string {
 // the test ends.
 func Load(t testing.TB, arch string, typ gguf.Type) *model.Model {
 	t.Helper()
-	f, err := gguf.Open(Path(t, arch, typ))
+	return Open(t, Path(t, arch, typ))
+}
+
+// Write writes a synthetic model of any shape into the test's temporary
+// directory and returns its path.
+func Write(t testing.TB, s synth.Shape, typ gguf.Type, seed uint64) string {
+	t.Helper()
+	w, err := synth.Build(synth.Options{Shape: s, Type: typ, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "model.gguf")
+	if err := w.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Open loads the model at path; the file stays mapped until the test ends.
+func Open(t testing.TB, path string) *model.Model {
+	t.Helper()
+	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

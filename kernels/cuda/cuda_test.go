@@ -21,6 +21,7 @@ import (
 	"ringlm/engine"
 	"ringlm/eval"
 	"ringlm/gguf"
+	"ringlm/internal/testmodel"
 	"ringlm/kernels/cpu"
 	"ringlm/model"
 	"ringlm/models"
@@ -199,24 +200,7 @@ func TestLoadProbeFails(t *testing.T) {
 
 func loadSynth(t testing.TB, s synth.Shape, typ gguf.Type, seed uint64) *model.Model {
 	t.Helper()
-	w, err := synth.Build(synth.Options{Shape: s, Type: typ, Seed: seed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), s.Arch+".gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	m, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return testmodel.Open(t, testmodel.Write(t, s, typ, seed))
 }
 
 func tiny(t testing.TB, arch string, typ gguf.Type) *model.Model {
