@@ -128,29 +128,37 @@ func (s *Sampler) Params() Params {
 // state: every prompt token with generated false, then every accepted
 // output token with generated true. Sample does not observe its own result,
 // because the engine may reject it (a stop token, a rejected speculative
-// draft). Ids outside the vocabulary are ignored.
+// draft). An id outside the vocabulary is no token: it penalises nothing,
+// but it takes its position in the repetition penalty's window, which
+// counts positions (as the CUDA kernel's does).
 func (s *Sampler) Observe(token int32, generated bool) {
-	if token < 0 || int64(token) >= int64(s.vocab) {
-		return
-	}
+	valid := token >= 0 && int64(token) < int64(s.vocab)
 	if s.rep {
 		if n := s.p.RepeatLastN; n > 0 {
+			t := token
+			if !valid {
+				t = -1
+			}
 			// Grown on demand: a large window costs only what was observed.
 			if len(s.ring) < n {
-				s.ring = append(s.ring, token)
+				s.ring = append(s.ring, t)
 			} else {
-				s.winCount[s.ring[s.ringNext]]--
-				s.ring[s.ringNext] = token
+				if old := s.ring[s.ringNext]; old >= 0 {
+					s.winCount[old]--
+				}
+				s.ring[s.ringNext] = t
 				s.ringNext = (s.ringNext + 1) % n
 			}
 		}
-		s.winCount[token]++
-		if !s.inWin[token] {
-			s.inWin[token] = true
-			s.winList = append(s.winList, token)
+		if valid {
+			s.winCount[token]++
+			if !s.inWin[token] {
+				s.inWin[token] = true
+				s.winList = append(s.winList, token)
+			}
 		}
 	}
-	if generated && s.gen {
+	if valid && generated && s.gen {
 		if s.genCount[token] == 0 {
 			s.genList = append(s.genList, token)
 		}

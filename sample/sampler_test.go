@@ -909,3 +909,19 @@ func TestOrder(t *testing.T) {
 		t.Fatalf("Order = %v, want %v", got, want)
 	}
 }
+
+// An id outside the vocabulary penalises nothing but takes its position
+// in the repetition window: with a window of 2, token 0 observed before
+// an unknown id and token 1 has left it.
+func TestObserveUnknownKeepsWindow(t *testing.T) {
+	p := Defaults()
+	p.Temperature, p.RepeatPenalty, p.RepeatLastN = 0, 100, 2
+	s := mustNew(t, p, 3)
+	s.Observe(0, false)
+	s.Observe(7, false) // no token
+	s.Observe(1, false)
+	// Token 1 is penalised (2 / 100), token 0 is not: 0 wins over 2.
+	if got := s.Sample([]float32{1, 2, 0.5}, 3).Token; got != 0 {
+		t.Fatalf("token %d, want 0: the window still held token 0", got)
+	}
+}
