@@ -45,7 +45,12 @@
 // limit: 400; a full queue or a draining server: 503); gen.go turns it into engine requests (tokenize, chat template, one
 // engine request per choice with seeds seed, seed+1, …); metrics.go keeps
 // the Prometheus histograms (TTFT, inter-token, end-to-end, queue time,
-// step time from the engine's StepHook) and counters; trace.go and
+// step time from the engine's StepHook) and counters in a client_golang
+// registry of the server's own, with Go's and the process's collectors,
+// reads the engine's gauges at scrape time, exports the metrics vLLM also
+// has under vLLM's names too, and serves the page through fasthttp's
+// net/http adaptor; a request whose client went away counts as finish
+// reason abort, as in vLLM; trace.go and
 // pprof.go serve /debug/trace?seconds=N (Chrome/Perfetto JSON from an
 // engine.Tracer) and Go's pprof under /debug/pprof/, only with --debug
 // and behind --api-key when one is set. Server.Shutdown stops accepting,

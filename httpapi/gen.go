@@ -61,6 +61,8 @@ type job struct {
 	log     zerolog.Logger
 	start   time.Time
 
+	met *modelMetrics // the model's series, resolved once
+
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	choices []*choice
@@ -138,7 +140,7 @@ func (j *job) submit() *apiError {
 		}
 	}
 	for _, p := range j.prompts {
-		j.s.met.promptTokens.Add(uint64(len(p)))
+		j.met.promptTokens.Add(uint64(len(p)))
 	}
 	return nil
 }
@@ -200,7 +202,19 @@ func (j *job) run(sk sink) error {
 		}
 		j.flushing.Store(0)
 	}
+	if j.clientLeft() {
+		// The watchdog cancelled the job, and the engine ended every
+		// choice before the reader saw the cancelled context.
+		return context.Cause(j.ctx)
+	}
 	return nil
+}
+
+// clientLeft reports whether the job was cancelled because its client
+// went away or stopped reading.
+func (j *job) clientLeft() bool {
+	cause := context.Cause(j.ctx)
+	return errors.Is(cause, errClientGone) || errors.Is(cause, errStalled)
 }
 
 // receiver returns a function that blocks until one choice has tokens or
@@ -259,7 +273,7 @@ func (j *job) feed(c *choice, t engine.Token) (string, bool) {
 	c.tokens++
 	if !c.last.IsZero() {
 		gap := t.Time().Sub(c.last)
-		j.s.met.itl.observe(gap)
+		j.met.itl.Observe(seconds(gap))
 		if j.kind == kindExecute {
 			c.itl = append(c.itl, float32(gap.Seconds()*1e3))
 		}
@@ -298,6 +312,8 @@ func (j *job) end(c *choice) (tail string) {
 		c.finish, c.err = "error", errDraining
 	case f == engine.FinishCancelled && j.fl.cancelled.Load():
 		c.finish = "cancelled"
+	case f == engine.FinishCancelled && j.clientLeft():
+		c.finish = "abort"
 	case f == engine.FinishStop || f == engine.FinishLength:
 		c.finish = string(f)
 	case f == engine.FinishCancelled:
@@ -309,15 +325,31 @@ func (j *job) end(c *choice) (tail string) {
 		}
 		c.finish, c.err = "error", internalError(errors.New(msg))
 	}
-	j.s.met.observeEnd(c.st.Timeline(), c.finish)
+	j.met.observeEnd(c.st.Timeline(), c.finish, time.Time{})
 	return tail
 }
 
-// abort cancels every choice after the client went away.
+// abort cancels every choice after the client went away. The watchdog
+// calls it too, from its own goroutine; gone is the writer's.
 func (j *job) abort(cause error) {
 	j.cancel(cause)
 	for _, c := range j.choices {
 		c.st.Cancel()
+	}
+}
+
+// gone ends a job whose client went away (or was dropped for reading
+// nothing): every choice still running is cancelled and counted with
+// finish reason abort, as vLLM counts them. Only the goroutine that ran
+// the job calls it: it owns the choices' ended flags.
+func (j *job) gone(cause error) {
+	j.abort(cause)
+	now := time.Now()
+	for _, c := range j.choices {
+		if !c.ended {
+			c.ended = true
+			j.met.observeEnd(c.st.Timeline(), "abort", now)
+		}
 	}
 }
 

@@ -271,8 +271,3 @@ func (s *Server) health(ctx *fasthttp.RequestCtx, r *req) {
 	}
 	ctx.SetBody(b)
 }
-
-func (s *Server) metricsPage(ctx *fasthttp.RequestCtx, r *req) {
-	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	ctx.SetBody(s.exposition(make([]byte, 0, 16<<10)))
-}

@@ -56,7 +56,7 @@ func (s *Server) generate(ctx *fasthttp.RequestCtx, r *req, k kind) {
 		if runErr != nil {
 			// Nobody to answer; 499 (nginx's "client closed request")
 			// marks it in the access log and metrics.
-			j.abort(errClientGone)
+			j.gone(errClientGone)
 			ctx.SetStatusCode(499)
 			ctx.SetConnectionClose()
 			return
@@ -125,7 +125,7 @@ func (b *sseBody) Read([]byte) (int, error) { return 0, io.EOF }
 func (b *sseBody) Close() error {
 	if !b.ran {
 		b.ran = true
-		b.j.abort(errClientGone)
+		b.j.gone(errClientGone)
 		b.untrack()
 		b.s.logDone(b.r, fasthttp.StatusOK, b.method, "never sent")
 	}
@@ -154,7 +154,7 @@ func (j *job) streamSSE(w *bufio.Writer, k kind) (string, error) {
 		sk = newChunkSink(j, w)
 	}
 	if err := j.run(sk); err != nil {
-		j.abort(errClientGone)
+		j.gone(errClientGone)
 		return "client gone: " + err.Error(), err
 	}
 	j.cancel(errJobDone)

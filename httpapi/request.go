@@ -100,7 +100,7 @@ func (s *Server) newJob(m *Model, k kind, rq *genRequest, r *req) (*job, *apiErr
 	if !m.Accepts(rq.Model) {
 		return nil, errModelNotFound(rq.Model)
 	}
-	j := &job{s: s, m: m, kind: k, id: r.id, created: time.Now().Unix(), model: m.Name, log: r.log, start: r.start,
+	j := &job{s: s, m: m, met: s.met.cur.Load(), kind: k, id: r.id, created: time.Now().Unix(), model: m.Name, log: r.log, start: r.start,
 		stream: rq.Stream || k == kindExecute, ignEOS: rq.IgnoreEOS}
 	if rq.Model != "" {
 		j.model = rq.Model

@@ -50,7 +50,8 @@ type flight struct {
 // New creates a server with cfg's limits. log is the one logger of the
 // process; every request line carries a child of it with request_id.
 func New(cfg Config, log zerolog.Logger) *Server {
-	s := &Server{cfg: cfg, log: log, met: newMetrics(), flights: map[string][]*flight{}}
+	s := &Server{cfg: cfg, log: log, flights: map[string][]*flight{}}
+	s.met = newMetrics(s)
 	if cfg.APIKey != "" {
 		s.apiKey = []byte(cfg.APIKey)
 	}
@@ -74,7 +75,12 @@ func New(cfg Config, log zerolog.Logger) *Server {
 
 // SetModel makes the server ready; until then generation endpoints and
 // /health answer 503.
-func (s *Server) SetModel(m *Model) { s.model.Store(m) }
+func (s *Server) SetModel(m *Model) {
+	if m != nil {
+		s.met.bind(m.Name)
+	}
+	s.model.Store(m)
+}
 
 // Serve answers connections from ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(lingerListener{ln}) }
