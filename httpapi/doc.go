@@ -1,8 +1,9 @@
 // Package httpapi is ringlm's HTTP front end, on fasthttp: the
 // OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models)
 // with SSE streaming, the native endpoints (/execute, /cancel, /health,
-// /metrics in Prometheus format), request ids, bearer-token auth, request
-// limits, client-disconnect cancellation and graceful shutdown.
+// /metrics in Prometheus format), request ids, bearer-token auth, CORS for
+// browser pages (--cors-origins), request limits, client-disconnect
+// cancellation and graceful shutdown.
 //
 // It owns the translation between HTTP and engine requests: parsing and
 // validating bodies, tokenizing prompts and chat messages, detokenizing
@@ -50,7 +51,8 @@
 // reads the engine's gauges at scrape time, exports the metrics vLLM also
 // has under vLLM's names too, and serves the page through fasthttp's
 // net/http adaptor; a request whose client went away counts as finish
-// reason abort, as in vLLM; trace.go and
+// reason abort, as in vLLM. cors.go answers the origins of --cors-origins
+// (preflights before auth); trace.go and
 // pprof.go serve /debug/trace?seconds=N (Chrome/Perfetto JSON from an
 // engine.Tracer) and Go's pprof under /debug/pprof/, only with --debug
 // and behind --api-key when one is set. Server.Shutdown stops accepting,

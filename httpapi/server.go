@@ -29,6 +29,7 @@ type Server struct {
 	srv    *fasthttp.Server
 	met    *metrics
 	apiKey []byte
+	cors   *corsPolicy // nil: --cors-origins is off
 
 	draining atomic.Bool
 
@@ -55,6 +56,13 @@ func New(cfg Config, log zerolog.Logger) *Server {
 	if cfg.APIKey != "" {
 		s.apiKey = []byte(cfg.APIKey)
 	}
+	cors, err := parseOrigins(cfg.CORSOrigins)
+	if err != nil {
+		// Config.Check reports this to `ringlm serve`'s user; a program
+		// that skipped it gets no CORS rather than a guess.
+		log.Error().Err(err).Msg("--cors-origins ignored")
+	}
+	s.cors = cors
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		ErrorHandler:       s.protocolError,
@@ -268,7 +276,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 
 	route, h, auth, allow := s.route(path)
 	r.route = route
+	fromOrigin := s.cors != nil && s.cors.apply(ctx)
 	switch {
+	case fromOrigin && h != nil && isPreflight(ctx):
+		s.cors.preflight(ctx)
 	case h == nil:
 		writeError(ctx, errNotFound)
 	case string(method) != allow && !(allow == "GET" && string(method) == "HEAD"):
@@ -382,6 +393,9 @@ func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
 	id := requestID(ctx)
 	ctx.Response.Header.Set("X-Request-Id", id)
 	route, _, _, _ := s.route(ctx.Path())
+	if s.cors != nil {
+		s.cors.apply(ctx) // a page may read why it was refused
+	}
 	r := &req{id: id, start: time.Now(), route: route, log: s.log.With().Str("request_id", id).Logger()}
 	var e *apiError
 	switch {

@@ -129,6 +129,16 @@ func TestServeUsage(t *testing.T) {
 	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf", "--kv-type", "q4"); code != 2 || !strings.Contains(errOut, "kv-type") {
 		t.Errorf("bad kv type: %d %q", code, errOut)
 	}
+	// A host without a scheme is the likely slip: one line naming the flag.
+	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf", "--cors-origins", "localhost:3000"); code != 2 ||
+		!strings.Contains(errOut, "--cors-origins") || !strings.Contains(errOut, "http://localhost:3000") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("bad CORS origin: %d %q", code, errOut)
+	}
+	t.Setenv("RINGLM_CORS_ORIGINS", "https://app.example.org/chat")
+	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf"); code != 2 || !strings.Contains(errOut, "--cors-origins") {
+		t.Errorf("bad CORS origin from the environment: %d %q", code, errOut)
+	}
+	t.Setenv("RINGLM_CORS_ORIGINS", "")
 	t.Setenv("RINGLM_MAX_BODY", "lots")
 	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf"); code != 2 || !strings.Contains(errOut, "RINGLM_MAX_BODY") {
 		t.Errorf("bad env: %d %q", code, errOut)
