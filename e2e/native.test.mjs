@@ -82,6 +82,9 @@ test('GET /metrics in Prometheus text format', async () => {
     'ringlm:e2e_request_latency_seconds_count', 'ringlm:prompt_tokens_total', 'ringlm:generation_tokens_total',
     'ringlm:num_requests_running', 'ringlm:num_requests_waiting', 'ringlm:kv_blocks_used', 'ringlm:kv_blocks_free',
     'ringlm:prefix_cache_hits_total', 'ringlm:step_time_seconds_bucket',
+    // client_golang's Go and process collectors, and vLLM's names for routers and dashboards
+    'go_goroutines', 'process_resident_memory_bytes',
+    'vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:kv_cache_usage_perc', 'vllm:request_success_total',
   ]) {
     assert.ok(text.includes(name), `missing ${name}`);
   }
