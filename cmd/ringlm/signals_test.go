@@ -63,6 +63,87 @@ func longModel(t *testing.T) string {
 	return longPath
 }
 
+// ^C in run stops the generation, ends the output with a newline and
+// prints the stats; the exit status is 130. The binary runs as a child
+// process and gets a real SIGINT once it has printed its first tokens.
+func TestRunInterrupt(t *testing.T) {
+	m := longModel(t)
+	cmd := exec.Command(os.Args[0], "run", "-m", m, "-p", "The ring", "-n", "30000", "--ignore-eos", "--seed", "1")
+	cmd.Env = append(os.Environ(), "RINGLM_TEST_MAIN=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(stdout, first); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no output: %v\n%s", err, stderr.String())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stdout)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v (want status 130)\n%s", err, stderr.String())
+	}
+	out := string(first) + string(rest)
+	if !strings.HasSuffix(out, "\n") {
+		t.Errorf("the output does not end with a newline: ...%q", out[max(0, len(out)-40):])
+	}
+	e := stderr.String()
+	for _, want := range []string{"prompt eval", "finish reason = interrupted", "ringlm run: interrupted"} {
+		if !strings.Contains(e, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, e)
+		}
+	}
+	t.Logf("interrupted after %d bytes of output", len(out))
+}
+
+// `ringlm run` with no -p and a terminal on stdin opens the chat, with a
+// real SIGINT routed to it: at the prompt it prints the hint, and the
+// process lives on. Without a terminal, stdin is the prompt.
+func TestRunInteractive(t *testing.T) {
+	in, feed := io.Pipe()
+	defer feed.Close()
+	out := newReplOutput()
+	var stderr lockedBuffer
+	done := make(chan error, 1)
+	go func() { done <- runWith(in, true, []string{"-n", "4", "--temp", "0"}, out, &stderr) }()
+	out.waitPrompt(t, done) // the handler is in place before the banner
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	out.waitPrompt(t, done)
+	io.WriteString(feed, "func main() {\n")
+	out.waitPrompt(t, done)
+	io.WriteString(feed, "/bye\n")
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	o := out.String()
+	for _, want := range []string{"Chatting with gocoder (chatml template)", "Use Ctrl-D or /bye to exit."} {
+		if !strings.Contains(o, want) {
+			t.Errorf("output lacks %q:\n%s", want, o)
+		}
+	}
+	if strings.Count(o, ">>> ") != 3 || !strings.Contains(stderr.String(), "using ChatML") {
+		t.Errorf("output:\n%s\nstderr:\n%s", o, stderr.String())
+	}
+
+	var plain, e strings.Builder
+	if err := runWith(strings.NewReader("func main() {\n"), false, []string{"-n", "4", "--temp", "0", "--verbose=false"}, &plain, &e); err != nil || strings.Contains(plain.String(), ">>>") || plain.String() == "" {
+		t.Errorf("stdin not a terminal: %v %q %q", err, plain.String(), e.String())
+	}
+}
+
 // A second signal while serve drains exits at once, with 130 for ^C,
 // instead of waiting for the running request (which would take minutes
 // here, with a 10-minute drain allowed).
