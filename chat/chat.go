@@ -44,7 +44,7 @@ type Template struct {
 	DefaultSystem string
 }
 
-// ParseFormat checks a format name given by a user (--template).
+// ParseFormat checks a format name given by a user (--chat-template).
 func ParseFormat(name string) (Format, error) {
 	f := Format(strings.ToLower(name))
 	if slices.Contains(Formats, f) {
@@ -73,7 +73,7 @@ func Detect(jinja string) (Template, error) {
 	}
 	switch {
 	case jinja == "":
-		return Template{}, fmt.Errorf("chat: the model has no chat template; pass one of %s: %w", formatList(), ErrUnknownTemplate)
+		return Template{}, fmt.Errorf("chat: no template: %w (known: %s)", ErrUnknownTemplate, formatList())
 	case has("<|im_start|>"):
 		t := Template{Format: ChatML}
 		if i := strings.Index(jinja, "You are Qwen, created by Alibaba Cloud."); i >= 0 && !has("<think>") {
@@ -89,7 +89,8 @@ func Detect(jinja string) (Template, error) {
 	case has("[INST]"):
 		return Template{Format: Mistral}, nil
 	}
-	return Template{}, fmt.Errorf("chat: %w (known: %s; force one with --template)", ErrUnknownTemplate, formatList())
+	// No flag named here: the caller knows which of its flags forces one.
+	return Template{}, fmt.Errorf("chat: %w (known: %s)", ErrUnknownTemplate, formatList())
 }
 
 // Render formats the conversation. The result does not include the

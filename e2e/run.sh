@@ -10,9 +10,10 @@ MODEL=${E2E_MODEL:-bin/default-tiny-llama.gguf}
 KEY=${E2E_API_KEY:-e2e-secret}
 LOG=$(mktemp -t ringlm-e2e-XXXXXX.log)
 
-# --chat-template: the synthetic model carries Mistral's vocabulary but no
-# template of its own.
-"$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --api-key "$KEY" --chat-template mistral \
+# No --chat-template: the synthetic model carries Mistral's vocabulary but
+# no template of its own, so the chat tests go through the ChatML fallback
+# that a new user's model without a template meets.
+"$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --api-key "$KEY" \
   --slots 16 --kv-blocks 2048 --log-format json --shutdown-timeout 10s 2>"$LOG" &
 PID=$!
 cleanup() {

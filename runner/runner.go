@@ -7,7 +7,9 @@
 //
 // It owns the choice of device (--device auto|cpu|cuda, and the fallback
 // to the CPU when auto finds no usable GPU or the GPU cannot take the
-// model), the KV pool's size, the names a model answers to and its
+// model), the choice of chat template (--chat-template, else the GGUF's,
+// else ChatML for a GGUF without one, as llama.cpp's server does; logged
+// once), the KV pool's size, the names a model answers to and its
 // fingerprint. It does not schedule requests (package engine) nor speak
 // HTTP (package httpapi, which serves a Runner's engine without importing
 // this package, so that the HTTP layer builds without the kernels).
@@ -78,8 +80,10 @@ type Options struct {
 	// general.name, else the file's base name (the built-in model's: its
 	// own name).
 	Name string
-	// ChatTemplate forces a chat format (chat.ParseFormat) instead of the
-	// one detected from the GGUF's template.
+	// ChatTemplate forces a chat format (chat.ParseFormat; the commands'
+	// --chat-template) instead of the one detected from the GGUF's
+	// template. A GGUF without a template gets ChatML, as llama.cpp's
+	// server gives it.
 	ChatTemplate string
 	Device       string // auto, cpu or cuda ("" = auto)
 	Slots        int    // sequences decoded together (at least 1)
@@ -98,8 +102,8 @@ type Options struct {
 	StepHook    func(step uint64, entries int, startNS, endNS uint64) // engine.Config.StepHook
 }
 
-// Check rejects options no flag parser can: the device, the KV type and
-// their combination. Start checks them too; commands call Check first to
+// Check rejects options no flag parser can: the device, the KV type,
+// their combination and the chat template's name. Start checks them too; commands call Check first to
 // report a usage error before loading anything.
 func (o *Options) Check() error {
 	if err := CheckDevice(o.Device); err != nil {
@@ -111,6 +115,11 @@ func (o *Options) Check() error {
 	}
 	if o.Device == "cuda" && kvt != gguf.TypeF16 {
 		return fmt.Errorf("--kv-type %s: the cuda device keeps an f16 KV cache", o.KVType)
+	}
+	if o.ChatTemplate != "" {
+		if _, err := chat.ParseFormat(o.ChatTemplate); err != nil {
+			return fmt.Errorf("--chat-template: %w", err)
+		}
 	}
 	return nil
 }
@@ -142,9 +151,12 @@ type Runner struct {
 	*Weights
 	Engine *engine.Engine
 	// Chat is nil when the GGUF's template was not recognised; ChatErr
-	// then says why.
+	// then says why (the commands add the flag that picks one).
 	Chat    *chat.Template
 	ChatErr error
+	// ChatFallback is set when the GGUF has no template and Chat is
+	// ChatML, the fallback.
+	ChatFallback bool
 	// Name is the model's reported name; Aliases are the others it
 	// answers to (general.name, the file's names).
 	Name    string
@@ -186,14 +198,6 @@ func Start(w *Weights, o Options) (*Runner, error) {
 		return nil, err
 	}
 	kvt, _ := parseKVType(o.KVType) // checked
-	var forced *chat.Template
-	if o.ChatTemplate != "" {
-		fm, err := chat.ParseFormat(o.ChatTemplate)
-		if err != nil {
-			return nil, err
-		}
-		forced = &chat.Template{Format: fm}
-	}
 	mdl, v := w.Model, w.Tokenizer.Vocab()
 	slots := max(o.Slots, 1)
 	dev, err := openDevice(mdl, kvt, slots, o)
@@ -226,15 +230,11 @@ func Start(w *Weights, o Options) (*Runner, error) {
 	}
 	base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	r.Name, r.Aliases = modelNames(explicit, general, base, filepath.Base(file))
-	switch {
-	case forced != nil:
-		r.Chat = forced
-	default:
-		if t, err := chat.Detect(v.ChatTemplate); err == nil {
-			r.Chat = &t
-		} else {
-			r.ChatErr = err
-		}
+	r.Chat, r.ChatFallback, r.ChatErr = pickTemplate(o.ChatTemplate, v.ChatTemplate)
+	if r.ChatFallback {
+		// Once per model: requests render ChatML without a word.
+		o.Log.Warn().Str("model", r.Name).Str("chat_template", string(chat.ChatML)).
+			Msg("the model has no chat template; using ChatML (--chat-template picks another)")
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s|%s|%d|%s|%d", general, mdl.Arch, mdl.Vocab, kvt, mdl.WeightBytes())
@@ -247,6 +247,28 @@ func Start(w *Weights, o Options) (*Runner, error) {
 		Int("kv_blocks", dev.blocks).Int("slots", slots).Str("kv_type", kvt.String()).Str("device", eng.DeviceName()).
 		Msg("model loaded")
 	return r, nil
+}
+
+// pickTemplate chooses the chat template: the forced format, else the
+// GGUF's, else (no template at all) ChatML. An unrecognised template stays
+// an error rather than ChatML: the model was trained on another format,
+// which ChatML would only guess at.
+func pickTemplate(forced, jinja string) (t *chat.Template, fallback bool, err error) {
+	switch {
+	case forced != "":
+		f, err := chat.ParseFormat(forced) // checked by Options.Check
+		if err != nil {
+			return nil, false, err
+		}
+		return &chat.Template{Format: f}, false, nil
+	case strings.TrimSpace(jinja) == "":
+		return &chat.Template{Format: chat.ChatML}, true, nil
+	}
+	d, err := chat.Detect(jinja)
+	if err != nil {
+		return nil, false, err
+	}
+	return &d, false, nil
 }
 
 // Fault is the device's error once it has failed for good, else nil.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"ringlm/chat"
 	"ringlm/gguf"
 	"ringlm/internal/testmodel"
 	"ringlm/kernels/cuda"
@@ -201,5 +202,60 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if ws.Model == nil || ws.Tokenizer.Len() == 0 {
 		t.Error("weights unusable after a failed Start")
+	}
+}
+
+// A GGUF without a chat template gets ChatML, said once in the log;
+// --chat-template still wins; an unrecognised template stays an error.
+func TestChatTemplateChoice(t *testing.T) {
+	logs := &syncBuffer{}
+	o := Options{Device: "cpu", KVBlocks: 16, Allocator: ringbuf.HeapAllocator{}, Log: zerolog.New(logs)}
+	r, err := Load("", o) // the built-in model carries no template
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Chat == nil || r.Chat.Format != chat.ChatML || !r.ChatFallback || r.ChatErr != nil {
+		t.Fatalf("built-in model: chat %+v, fallback %v, err %v", r.Chat, r.ChatFallback, r.ChatErr)
+	}
+	if n := strings.Count(logs.String(), "no chat template; using ChatML"); n != 1 || !strings.Contains(logs.String(), `"level":"warn"`) {
+		t.Errorf("fallback logged %d times, want once as a warning:\n%s", n, logs.String())
+	}
+
+	logs2 := &syncBuffer{}
+	o.ChatTemplate, o.Log = "Mistral", zerolog.New(logs2)
+	f, err := Load("", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Chat == nil || f.Chat.Format != chat.Mistral || f.ChatFallback || strings.Contains(logs2.String(), "ChatML") {
+		t.Errorf("forced mistral: %+v fallback %v\n%s", f.Chat, f.ChatFallback, logs2.String())
+	}
+
+	o.ChatTemplate = "alpaca"
+	if err := o.Check(); err == nil || !strings.Contains(err.Error(), "--chat-template") || !strings.Contains(err.Error(), "chatml") {
+		t.Errorf("--chat-template alpaca: %v", err)
+	}
+	cases := []struct {
+		forced, jinja string
+		want          chat.Format
+		fallback      bool
+	}{
+		{"", "", chat.ChatML, true},
+		{"", " \n", chat.ChatML, true},
+		{"", "{{'<|im_start|>' + role}}", chat.ChatML, false},
+		{"", "{{ '[INST] ' + content + ' [/INST]' }}", chat.Mistral, false},
+		{"phi3", "", chat.Phi3, false},
+		{"llama3", "{{'<|im_start|>'}}", chat.Llama3, false},
+	}
+	for _, c := range cases {
+		tm, fb, err := pickTemplate(c.forced, c.jinja)
+		if err != nil || tm.Format != c.want || fb != c.fallback {
+			t.Errorf("pickTemplate(%q, %q) = %+v, %v, %v; want %s, %v", c.forced, c.jinja, tm, fb, err, c.want, c.fallback)
+		}
+	}
+	if tm, _, err := pickTemplate("", "{{ messages | tojson }}"); tm != nil || !errors.Is(err, chat.ErrUnknownTemplate) {
+		t.Errorf("unrecognised template: %+v, %v", tm, err)
 	}
 }

@@ -23,7 +23,7 @@ func TestBenchServeAgainstServer(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- serve(ctx, []string{"-m", model, "--port", "0", "--device", "cpu", "--slots", "4", "--kv-blocks", "128",
-			"--log-format", "json", "--log-level", "warn"}, logs, func(addr string) { addrCh <- addr })
+			"--log-format", "json", "--log-level", "warn"}, logs, func(addr string) { addrCh <- addr }, nil)
 	}()
 	defer func() {
 		cancel()

@@ -2,9 +2,15 @@
 // subcommands are the commands table in main.go, one file each: synth,
 // show, tokenize, run, serve, bench (serve, engine, report) and
 // perplexity; run, serve, bench engine and perplexity load their model
-// through package runner. Flags may follow positional arguments. Errors
-// print as one line, `ringlm <cmd>: <error>`, with exit status 1 (2 for
-// usage errors); nothing a user or a file supplies can cause a panic.
+// through package runner. run with no -p and a terminal on stdin opens a
+// chat (repl.go). Flags may follow positional arguments. Errors print as
+// one line, `ringlm <cmd>: <error>`, with exit status 1 (2 for usage
+// errors); nothing a user or a file supplies can cause a panic.
+//
+// Signals: ^C or SIGTERM stops run's generation, which then prints its
+// stats and exits 128 + the signal (130 for ^C); in run's chat, ^C stops
+// the answer only. serve drains on the first and exits at once on the
+// second.
 package main
 
 import (

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"ringlm/gguf"
+	"ringlm/synth"
 )
 
 // TestMain lets a test re-run this binary as `ringlm` in a child process
@@ -109,17 +110,24 @@ func TestRunBuiltinModel(t *testing.T) {
 
 func TestRunErrors(t *testing.T) {
 	m := testModel(t)
+	odd := modelWithTemplate(t, "{{ messages | tojson }}")
 	cases := map[string][]string{
-		"no chat template": {"run", "-m", m, "-p", "hi", "--chat"},
-		"bad template":     {"run", "-m", m, "-p", "hi", "--chat", "--template", "alpaca"},
-		"bad temperature":  {"run", "-m", m, "-p", "hi", "--temp", "-1"},
-		"missing model":    {"run", "-m", filepath.Join(t.TempDir(), "none.gguf"), "-p", "hi"},
-		"bad kv type":      {"run", "-m", m, "-p", "hi", "--kv-type", "q4_0"},
+		"unrecognised chat template": {"run", "-m", odd, "-p", "hi", "--chat"},
+		"bad template":               {"run", "-m", m, "-p", "hi", "--chat", "--template", "alpaca"},
+		"bad chat template":          {"run", "-m", m, "-p", "hi", "--chat", "--chat-template", "alpaca"},
+		"bad temperature":            {"run", "-m", m, "-p", "hi", "--temp", "-1"},
+		"missing model":              {"run", "-m", filepath.Join(t.TempDir(), "none.gguf"), "-p", "hi"},
+		"bad kv type":                {"run", "-m", m, "-p", "hi", "--kv-type", "q4_0"},
+		"prompt over the context":    {"run", "-p", strings.Repeat("fmt.Println(x)\n", 400)},
 	}
 	for name, args := range cases {
 		code, _, e := runCmd(t, args...)
 		if code == 0 || strings.Count(e, "\n") != 1 {
 			t.Errorf("%s: code %d, stderr %q", name, code, e)
+		}
+		// Errors about templates name the flag that picks one.
+		if strings.Contains(name, "template") && !strings.Contains(e, "--chat-template") {
+			t.Errorf("%s: the error does not name --chat-template: %q", name, e)
 		}
 	}
 	// An unknown architecture names the supported ones.
@@ -140,8 +148,55 @@ func TestRunErrors(t *testing.T) {
 
 func TestRunChat(t *testing.T) {
 	m := testModel(t)
-	code, out, e := runCmd(t, "run", "-m", m, "-p", "hi", "--chat", "--template", "mistral", "-n", "4", "--temp", "0")
-	if code != 0 || out == "" {
+	code, out, e := runCmd(t, "run", "-m", m, "-p", "hi", "--chat", "--chat-template", "mistral", "-n", "4", "--temp", "0")
+	if code != 0 || out == "" || strings.Contains(e, "ChatML") {
 		t.Fatalf("chat run: %d %q %q", code, out, e)
+	}
+	// No template in the file (the test model, the built-in one): ChatML,
+	// said once.
+	for _, args := range [][]string{{"-m", m}, {}} {
+		args = append(args, "-p", "hi", "--chat", "-n", "4", "--temp", "0")
+		code, out, e = runCmd(t, append([]string{"run"}, args...)...)
+		if code != 0 || out == "" || strings.Count(e, "no chat template; using ChatML (--chat-template picks another)") != 1 {
+			t.Errorf("run %v: %d %q %q", args, code, out, e)
+		}
+	}
+}
+
+// modelWithTemplate is the tiny llama with synth's vocabulary and the
+// given chat template.
+func modelWithTemplate(t *testing.T, jinja string) string {
+	t.Helper()
+	shape, err := synth.Lookup("tiny", "llama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := synth.Build(synth.Options{Shape: shape, Type: gguf.TypeF16, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Set("tokenizer.chat_template", gguf.String(jinja))
+	p := filepath.Join(t.TempDir(), "templated.gguf")
+	if err := w.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// -n beyond the context generates up to its end and says so in one line.
+func TestRunToContextEnd(t *testing.T) {
+	code, out, e := runCmd(t, "run", "-p", "func main() {", "-n", "100000", "--temp", "0", "--ignore-eos")
+	if code != 0 || strings.TrimSpace(out) == "" {
+		t.Fatalf("run -n 100000: %d %q %q", code, out, e)
+	}
+	if n := strings.Count(e, "(output stopped at the model's context length of 512 tokens: "); n != 1 {
+		t.Errorf("want one line saying the output stopped at the context length, got %d:\n%s", n, e)
+	}
+	if !strings.Contains(e, "finish reason = length") {
+		t.Errorf("finish reason: %s", e)
+	}
+	// Within the context: no such line.
+	if code, _, e := runCmd(t, "run", "-p", "func main() {", "-n", "8", "--temp", "0"); code != 0 || strings.Contains(e, "output stopped") {
+		t.Errorf("-n 8: %d %q", code, e)
 	}
 }

@@ -21,15 +21,28 @@ import (
 )
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return serve(ctx, args, stderr, nil)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-sigs: // the first: drain; serve takes the second
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return serve(ctx, args, stderr, nil, sigs)
 }
 
 // serve runs the HTTP server until ctx ends (SIGTERM or ^C), then shuts
 // down gracefully and returns nil. ready, when set, gets the bound address
-// once the listener is open (tests use port 0).
-func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
+// once the listener is open (tests use port 0). A signal on force once ctx
+// has ended (a second ^C or SIGTERM) exits the process at once, with
+// 128 + the signal's number, as users of uvicorn and vLLM expect: the
+// drain waits for running requests, which may be long.
+func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr string), force <-chan os.Signal) error {
 	cfg := httpapi.DefaultConfig()
 	fs := newFlagSet("serve", "serve -m FILE [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)", stderr)
 	if err := cfg.Register(fs, os.Getenv); err != nil {
@@ -57,6 +70,25 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
 		return usageError{err.Error()}
+	}
+	if force != nil {
+		returned := make(chan struct{})
+		defer close(returned)
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-returned:
+				return
+			}
+			select {
+			case s := <-force:
+				// No deferred cleanup: the process's exit frees the device
+				// and the memory; running requests' connections drop.
+				log.Warn().Str("signal", s.String()).Msg("second signal: exiting now without waiting for running requests")
+				os.Exit(exitStatus(s))
+			case <-returned:
+			}
+		}()
 	}
 	// Go 1.25+ already follows cgroup CPU quotas; maxprocs keeps the same
 	// behaviour for older runtimes and logs what it decided.
@@ -155,7 +187,7 @@ wait:
 			}
 		}
 	}
-	log.Info().Dur("deadline", cfg.ShutdownTimeout).Int("running", srv.Active()).Msg("shutting down: no new requests")
+	log.Info().Dur("deadline", cfg.ShutdownTimeout).Int("running", srv.Active()).Msg("shutting down: no new requests; ^C again exits at once")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	err = srv.Shutdown(sctx)
 	cancel()

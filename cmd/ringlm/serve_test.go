@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -55,7 +56,7 @@ func TestServeGracefulStop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- serve(ctx, []string{"-m", model, "--port", "0", "--log-format", "json", "--shutdown-timeout", "20s"}, logs,
-			func(addr string) { addrCh <- addr })
+			func(addr string) { addrCh <- addr }, nil)
 	}()
 	var base string
 	select {
@@ -112,7 +113,7 @@ func TestServeGracefulStop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not return")
 	}
-	for _, want := range []string{`"message":"ready"`, `"message":"shutting down: no new requests"`, `"message":"stopped"`, `"request_id"`} {
+	for _, want := range []string{`"message":"ready"`, `"message":"shutting down: no new requests; ^C again exits at once"`, `"message":"stopped"`, `"request_id"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, logs.String())
 		}
@@ -149,5 +150,103 @@ func TestServeUsage(t *testing.T) {
 	}
 	if code, out, _ := runCmd(t, "help"); code != 0 || !strings.Contains(out, "serve") {
 		t.Errorf("help does not list serve: %q", out)
+	}
+}
+
+// `ringlm serve` with no flags but the port serves the built-in model's
+// chat (ChatML, as it has no template of its own), streaming and not, as
+// the official openai client calls it.
+func TestServeBuiltinChat(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	addrCh := make(chan string, 1)
+	logs := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, []string{"--port", "0", "--log-format", "json"}, logs, func(addr string) { addrCh <- addr }, nil)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Error("serve did not return")
+		}
+	}()
+	var base string
+	select {
+	case a := <-addrCh:
+		base = "http://" + a
+	case err := <-done:
+		t.Fatalf("serve returned early: %v\n%s", err, logs.String())
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if resp, err := http.Get(base + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready:\n%s", logs.String())
+		}
+	}
+	const body = `{"model":"gocoder","messages":[{"role":"system","content":"You write Go."},{"role":"user","content":"Print hello."}],"max_tokens":12,"seed":1%s}`
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(fmt.Sprintf(body, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Object  string
+		Choices []struct {
+			Message      struct{ Role, Content string }
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&c)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || c.Object != "chat.completion" || len(c.Choices) != 1 || c.Choices[0].Message.Role != "assistant" || c.Usage.CompletionTokens == 0 {
+		t.Fatalf("chat: %d %v %+v", resp.StatusCode, err, c)
+	}
+
+	resp, err = http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(fmt.Sprintf(body, `,"stream":true`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var text strings.Builder
+	chunks := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Object  string
+			Choices []struct{ Delta struct{ Content string } }
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil || ch.Object != "chat.completion.chunk" {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		chunks++
+		if len(ch.Choices) > 0 {
+			text.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	if resp.StatusCode != 200 || chunks < 3 || !strings.HasSuffix(strings.TrimSpace(string(raw)), "data: [DONE]") {
+		t.Fatalf("stream: %d, %d chunks\n%s", resp.StatusCode, chunks, raw)
+	}
+	// The same seed and messages: the same text, streamed or not.
+	if text.String() != c.Choices[0].Message.Content {
+		t.Errorf("streamed %q, not streamed %q", text.String(), c.Choices[0].Message.Content)
+	}
+	if n := strings.Count(logs.String(), "no chat template; using ChatML"); n != 1 {
+		t.Errorf("the ChatML fallback logged %d times:\n%s", n, logs.String())
 	}
 }
