@@ -27,6 +27,8 @@
 //   exec.cuh       the leader, the ring protocol (Go twin: kernels/exec.go)
 //   host.cuh       the C API of ringlm_cuda.h (rlm_create, rlm_start, …)
 //   sample_check.cuh  rlm_test_sample: the sampler and OPEN_SLOT on given rows, for tests
+//   mma.cuh        the tensor-core tile product (issue 15; not in the phases yet)
+//   gemm_check.cuh rlm_test_gemm: the tile product over a matrix, for tests and timing
 #include "state.cuh"
 #include "numerics.cuh"
 #include "norm_rope.cuh"
@@ -107,3 +109,4 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
 
 #include "host.cuh"
 #include "sample_check.cuh"
+#include "gemm_check.cuh"

@@ -20,6 +20,7 @@ typedef int (*rlm_wait_fn)(rlm_ctx *, char *, size_t);
 typedef int (*rlm_read_logits_fn)(rlm_ctx *, uint32_t, float *, uint32_t, char *, size_t);
 typedef int (*rlm_copy_bandwidth_fn)(rlm_ctx *, uint64_t, double *, char *, size_t);
 typedef void (*rlm_destroy_fn)(rlm_ctx *);
+typedef int (*rlm_test_gemm_fn)(uint32_t, uint32_t, uint32_t, const float *, const uint16_t *, float *, uint32_t, double *, char *, size_t);
 typedef int (*rlm_test_sample_fn)(uint32_t, uint32_t, const uint32_t *, const uint64_t *, const float *, rlm_sample_out *, char *, size_t);
 
 static int tr_probe(void *f, char *err, size_t n) { return ((rlm_probe_fn)f)(err, n); }
@@ -32,6 +33,10 @@ static int tr_wait(void *f, rlm_ctx *c, char *err, size_t n) { return ((rlm_wait
 static int tr_read_logits(void *f, rlm_ctx *c, uint32_t row, float *out, uint32_t cnt, char *err, size_t n) { return ((rlm_read_logits_fn)f)(c, row, out, cnt, err, n); }
 static int tr_copy_bandwidth(void *f, rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size_t n) { return ((rlm_copy_bandwidth_fn)f)(c, bytes, gbps, err, n); }
 static void tr_destroy(void *f, rlm_ctx *c) { ((rlm_destroy_fn)f)(c); }
+static int tr_test_gemm(void *f, uint32_t m, uint32_t n, uint32_t k, const float *x, const uint16_t *w, float *y, uint32_t iters,
+                        double *ms, char *err, size_t errn) {
+	return ((rlm_test_gemm_fn)f)(m, n, k, x, w, y, iters, ms, err, errn);
+}
 static int tr_test_sample(void *f, uint32_t vocab, uint32_t n, const uint32_t *words, const uint64_t *offs, const float *logits,
                           rlm_sample_out *out, char *err, size_t errn) {
 	return ((rlm_test_sample_fn)f)(vocab, n, words, offs, logits, out, err, errn);
@@ -269,16 +274,46 @@ type SampleOut struct {
 	Top     []sample.TokenLogprob // RLM_TOP_NONE pads left out
 }
 
+// optional resolves a test-only entry point of the library.
+func (l *library) optional(name string) (unsafe.Pointer, error) {
+	cn := C.CString(name)
+	fn := C.dlsym(l.handle, cn)
+	C.free(unsafe.Pointer(cn))
+	if fn == nil {
+		return nil, fmt.Errorf("cuda: %s has no %s (rebuild it with `make cuda`)", l.path, name)
+	}
+	return fn, nil
+}
+
+// testGemm runs the tensor-core tile product (rlm_test_gemm): y = bf16(x) ·
+// wᵀ for x m×k float32 and w n×k bf16 bits; iters > 0 also times as many
+// runs and returns the mean in milliseconds.
+func (l *library) testGemm(m, n, k int, x []float32, w []uint16, iters int) ([]float32, float64, error) {
+	fn, err := l.optional("rlm_test_gemm")
+	if err != nil {
+		return nil, 0, err
+	}
+	if m <= 0 || n <= 0 || k <= 0 || len(x) != m*k || len(w) != n*k {
+		return nil, 0, fmt.Errorf("cuda: testGemm %d×%d×%d with %d and %d values", m, n, k, len(x), len(w))
+	}
+	y := make([]float32, m*n)
+	var ms C.double
+	var errbuf [errLen]C.char
+	if C.tr_test_gemm(fn, C.uint32_t(m), C.uint32_t(n), C.uint32_t(k), (*C.float)(unsafe.Pointer(&x[0])), (*C.uint16_t)(unsafe.Pointer(&w[0])),
+		(*C.float)(unsafe.Pointer(&y[0])), C.uint32_t(iters), &ms, &errbuf[0], errLen) < 0 {
+		return nil, 0, cerr("rlm_test_gemm", errbuf[:])
+	}
+	return y, float64(ms), nil
+}
+
 // testSample runs the kernel's OPEN_SLOT decoding, sampler and finish rule
 // on rows of logits (rlm_test_sample): payloads[i] opens row i's slot,
 // logits[i*vocab:] are its logits. For the tests that hold the kernel's
 // sampler to package sample's.
 func (l *library) testSample(vocab int, payloads [][]uint32, logits []float32) ([]SampleOut, error) {
-	cn := C.CString("rlm_test_sample")
-	fn := C.dlsym(l.handle, cn)
-	C.free(unsafe.Pointer(cn))
-	if fn == nil {
-		return nil, fmt.Errorf("cuda: %s has no rlm_test_sample (rebuild it with `make cuda`)", l.path)
+	fn, err := l.optional("rlm_test_sample")
+	if err != nil {
+		return nil, err
 	}
 	n := len(payloads)
 	if n == 0 || len(logits) != n*vocab {

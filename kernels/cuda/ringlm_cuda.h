@@ -173,6 +173,15 @@ typedef struct rlm_sample_out {
 int rlm_test_sample(uint32_t vocab, uint32_t n, const uint32_t *words, const uint64_t *offs, const float *logits,
                     rlm_sample_out *out, char *err, size_t errlen);
 
+/* rlm_test_gemm is for tests and measurements: Y = bf16(X) · Wᵀ with the
+ * tensor-core tile product (mma.cuh): X is M × K float32 (rounded to bf16
+ * on the GPU), W is N × K bf16 bits, Y is M × N float32, all row-major, K a
+ * multiple of 16 (at most 8192). One block per SM takes tiles of weight
+ * rows in turn. iters > 0 also times that many more runs (*ms: the mean,
+ * in milliseconds). Optional, as rlm_test_sample. */
+int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X, const uint16_t *W, float *Y, uint32_t iters,
+                  double *ms, char *err, size_t errlen);
+
 /* rlm_destroy frees everything. If the kernel is still running it first
  * waits for it to exit, so the host must have sent STOP. */
 void rlm_destroy(rlm_ctx *c);

@@ -1,0 +1,153 @@
+//go:build cgo
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// bf16 rounds f to bfloat16 (to nearest, ties to even), as
+// __float2bfloat16_rn does; the bits and the value.
+func bf16(f float32) (uint16, float32) {
+	b := math.Float32bits(f)
+	b += 0x7FFF + (b>>16)&1
+	h := uint16(b >> 16)
+	return h, math.Float32frombits(uint32(h) << 16)
+}
+
+// gemmCase draws x (m×k) and w (n×k, bf16) with a few large and tiny
+// values among normal ones.
+func gemmCase(r *rand.Rand, m, n, k int) ([]float32, []uint16, []float32) {
+	x := make([]float32, m*k)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+		if r.IntN(100) == 0 {
+			x[i] *= 1000
+		}
+	}
+	w := make([]uint16, n*k)
+	wf := make([]float32, n*k)
+	for i := range w {
+		w[i], wf[i] = bf16(float32(r.NormFloat64() * 0.05))
+	}
+	return x, w, wf
+}
+
+// TestTileProductMatches: the tensor-core tile product is the float64
+// product of the bf16-rounded inputs up to float32 accumulation, for K of
+// one to 32 steps a warp, M from 1 to 300, N not a whole number of tiles.
+func TestTileProductMatches(t *testing.T) {
+	needGPU(t)
+	l, err := lib()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct{ m, n, k int }{{1, 72, 256}, {37, 200, 896}, {300, 64, 2048}, {5, 24, 8192}, {16, 8, 16}} {
+		t.Run(fmt.Sprintf("%dx%dx%d", c.m, c.n, c.k), func(t *testing.T) {
+			x, w, wf := gemmCase(r, c.m, c.n, c.k)
+			y, _, err := l.testGemm(c.m, c.n, c.k, x, w, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for i := range c.m {
+				for j := range c.n {
+					var ref, mag float64
+					for kk := range c.k {
+						_, xb := bf16(x[i*c.k+kk])
+						p := float64(xb) * float64(wf[j*c.k+kk])
+						ref += p
+						mag += math.Abs(p)
+					}
+					e := math.Abs(float64(y[i*c.n+j])-ref) / (mag + 1e-30)
+					worst = max(worst, e)
+					if e > 1e-5 {
+						t.Fatalf("y[%d][%d] = %v, want %v (error %.3g of the magnitude %.3g)", i, j, y[i*c.n+j], ref, e, mag)
+					}
+				}
+			}
+			t.Logf("largest error %.3g of the products' magnitude", worst)
+		})
+	}
+}
+
+// TestTileProductBatchInvariant: a row's result is bitwise the same alone
+// (M = 1), at another position among other rows, and among 300.
+func TestTileProductBatchInvariant(t *testing.T) {
+	needGPU(t)
+	l, err := lib()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []struct{ n, k int }{{200, 896}, {96, 2048}, {24, 8192}} {
+		const m = 300
+		x, w, _ := gemmCase(r, m, c.n, c.k)
+		all, _, err := l.testGemm(m, c.n, c.k, x, w, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range []int{0, 7, 8, 15, 16, 131, 299} {
+			alone, _, err := l.testGemm(1, c.n, c.k, x[row*c.k:(row+1)*c.k], w, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Among 37 other rows, at position 21.
+			mix := make([]float32, 0, 37*c.k)
+			for i := range 37 {
+				src := (row + 1 + 5*i) % m
+				if i == 21 {
+					src = row
+				}
+				mix = append(mix, x[src*c.k:(src+1)*c.k]...)
+			}
+			among, _, err := l.testGemm(37, c.n, c.k, mix, w, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range c.n {
+				a, b, d := math.Float32bits(all[row*c.n+j]), math.Float32bits(alone[j]), math.Float32bits(among[21*c.n+j])
+				if a != b || a != d {
+					t.Fatalf("%dx%d row %d column %d: %v among 300, %v alone, %v among 37", c.n, c.k, row, j, all[row*c.n+j], alone[j], among[21*c.n+j])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkTileProduct times the tile product on Llama-3.2-1B's matrices
+// (gate and up stacked, down, QKV, output projection) for a decode batch
+// of M rows: weight bytes per second, against the copy bandwidth.
+func BenchmarkTileProduct(b *testing.B) {
+	needGPU(b)
+	l, err := lib()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, mat := range []struct {
+		name string
+		n, k int
+	}{{"gateup", 16384, 2048}, {"down", 2048, 8192}, {"qkv", 3072, 2048}, {"o", 2048, 2048}} {
+		_, w, _ := gemmCase(r, 1, mat.n, mat.k)
+		for _, m := range []int{1, 16, 64, 256} {
+			b.Run(fmt.Sprintf("%s/M%d", mat.name, m), func(b *testing.B) {
+				x := make([]float32, m*mat.k)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				_, ms, err := l.testGemm(m, mat.n, mat.k, x, w, max(b.N, 20))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(ms*1e3, "µs/product")
+				b.ReportMetric(float64(mat.n*mat.k*2)/(ms*1e-3)/1e9, "weight-GB/s")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
