@@ -387,3 +387,29 @@ func TestRandomPromptsClosest(t *testing.T) {
 		}
 	}
 }
+
+// What making exact prompts costs before a run starts: the built-in
+// model's tokenizer in process, and behind a loopback /tokenize.
+func BenchmarkRandomPrompts(b *testing.B) {
+	tk := builtinTokenizer(b)
+	srv := httptest.NewServer(&tokenizeServer{tk: tk, next: http.NotFoundHandler()})
+	defer srv.Close()
+	remote, err := ServerTokenizer(context.Background(), srv.Client(), srv.URL, "", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		pt   PromptTokenizer
+	}{{"local", NewLocalTokenizer(tk, "gocoder")}, {"http", remote}} {
+		b.Run(c.name, func(b *testing.B) {
+			const n, inputLen = 100, 384
+			for b.Loop() {
+				if _, err := RandomPrompts(context.Background(), c.pt, n, inputLen, 1, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "prompts/s")
+		})
+	}
+}
