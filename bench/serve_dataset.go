@@ -23,9 +23,9 @@ type ServeRequest struct {
 	InputLen int
 }
 
-// promptWords are common English words, each one token in the usual BPE
-// vocabularies when preceded by a space, so that L of them make a prompt
-// of about L tokens; the server's tokenizer decides the exact count.
+// promptWords are common English words that random prompts are made of:
+// legible, plain ASCII (a cut between tokens never splits a character),
+// one or a few tokens each in the usual BPE vocabularies.
 var promptWords = uniqueWords(`the of and to in is was for on that with as by at from
 his her it an were are which this be or has had not but first one their its new
 after who they have two been other all also more time into year only over city
