@@ -11,7 +11,14 @@
 // measures as `vllm bench serve` does. Streaming requests
 // (stream_options.include_usage, ignore_eos) from random-word prompts or a
 // JSONL dataset; arrivals gamma-distributed (--rate, --burstiness) and/or
-// capped (--concurrency), reproducible from --seed. Each request's send
+// capped (--concurrency), reproducible from --seed (a new seed each run
+// otherwise, printed, so that a second run does not meet the first one's
+// prompts in the server's prefix cache). Random prompts are exactly
+// --input-len tokens as the server counts them (serve_tokenizer.go: the
+// server's POST /tokenize and /detokenize in llama.cpp's or vLLM's shape,
+// or --tokenizer FILE.gguf / tokenizer.json; an estimate, with a note,
+// when there is neither): words until the text is long enough, cut at a
+// token boundary and re-encoded (RandomPrompts). Each request's send
 // time, each chunk that carries text (role-only chunks do not start TTFT),
 // its end, usage token counts and any error are recorded against an
 // injectable clock; SummarizeServe is a pure function from those records
@@ -19,8 +26,13 @@
 // E2EL, throughputs, numpy-linear percentiles, population std).
 // --result-file writes vLLM's JSON fields (ttfts, itls, input_lens,
 // output_lens, errors, p<N>_<metric>_ms, …) plus a "ringlm" object (url,
-// endpoint, seed, e2els, send_times, max_in_flight). ^C stops sending,
-// lets requests in flight finish for --grace, then reports.
+// endpoint, seed, input_len_counted_by, e2els, send_times, and the two
+// peaks under names that say how they count: vLLM's
+// max_concurrent_requests, completed requests active in one-second
+// buckets, is also peak_concurrent_requests_1s_buckets, and
+// peak_requests_in_flight is the exact most at one instant; the
+// configured cap, vLLM's max_concurrency, is also concurrency_cap). ^C
+// stops sending, lets requests in flight finish for --grace, then reports.
 //
 // bench engine (engine.go) times decode and prefill without HTTP on any
 // device, loading the model through package runner, on the device clock

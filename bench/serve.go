@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,7 +24,7 @@ import (
 
 const serveSynopsis = `usage: ringlm bench serve --url URL [--model NAME] [--endpoint /v1/completions|/v1/chat/completions]
          [--concurrency N] [--rate R [--burstiness B]] [--num-prompts K]
-         (--input-len L --output-len M | --dataset FILE.jsonl) [--result-file FILE] [--seed S] [--api-key KEY]
+         (--input-len L --output-len M [--tokenizer FILE] | --dataset FILE.jsonl) [--result-file FILE] [--seed S] [--api-key KEY]
 
 Drives ringlm or any OpenAI-compatible server (vLLM, llama-server, Ollama) with
 streaming requests and reports TTFT, TPOT, ITL, end-to-end latency and
@@ -31,6 +32,11 @@ throughput as vLLM's "vllm bench serve" defines them. The summary goes to
 stdout; --result-file writes JSON with vLLM's field names and per-request
 arrays. ^C stops sending, lets requests in flight finish for --grace, then
 reports what completed (^C again: stop at once).
+
+Random prompts are --input-len tokens of the served model, counted by the
+server's POST /tokenize (ringlm, llama-server, vLLM) or by --tokenizer;
+without either they are estimated, and a note says so. They differ from
+run to run unless --seed repeats a run's (the seed used is printed).
 
 flags:
 `
@@ -42,6 +48,7 @@ type serveFlags struct {
 	rate, burstiness             float64
 	inputLen, outputLen          int
 	dataset, resultFile          string
+	tokenizer                    string
 	seed                         int64
 	percentiles                  string
 	temperature                  float64
@@ -97,6 +104,12 @@ func serveMain(ctx context.Context, abort <-chan struct{}, args []string, stdout
 	}
 	pcts, _ := parsePercentiles(f.percentiles) // checked by parseServeFlags
 
+	if !f.set["seed"] {
+		// A fresh seed each run: the same prompts twice would let the
+		// second run's TTFT come from the server's prefix cache.
+		f.seed = rand.Int64N(1 << 31)
+	}
+
 	var reqs []ServeRequest
 	if f.dataset != "" {
 		reqs, err = ReadServeDataset(f.dataset, f.outputLen)
@@ -110,11 +123,9 @@ func serveMain(ctx context.Context, abort <-chan struct{}, args []string, stdout
 			}
 			reqs = cycleServeRequests(reqs, f.numPrompts)
 		}
-	} else {
-		reqs = RandomPrompts(f.numPrompts, f.inputLen, f.outputLen, f.seed)
 	}
 
-	client := NewHTTPClient(f.concurrency, len(reqs))
+	client := NewHTTPClient(f.concurrency, max(len(reqs), f.numPrompts))
 	model := f.model
 	if model == "" {
 		model, err = firstModel(ctx, client, base, f.apiKey)
@@ -129,11 +140,25 @@ func serveMain(ctx context.Context, abort <-chan struct{}, args []string, stdout
 	}
 
 	chat := strings.HasSuffix(strings.TrimSuffix(endpointURL.Path, "/"), "/chat/completions")
+	var prompts promptNotes
+	if f.dataset == "" {
+		reqs, prompts, err = makeRandomPrompts(ctx, f, client, base, model)
+		if err != nil && ctx.Err() != nil {
+			fmt.Fprintln(stderr, "ringlm bench serve: interrupted while making the prompts; nothing was sent")
+			return 130
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "ringlm bench serve: %s\n", err)
+			return 1
+		}
+	}
 	info := &ServeInfo{Date: time.Now(), URL: endpointURL.String(), Endpoint: endpointURL.Path, Chat: chat, Model: model,
 		NumPrompts: len(reqs), Rate: f.rate, Burstiness: f.burstiness, Concurrency: f.concurrency, Seed: f.seed,
 		Dataset: f.dataset, OutputLen: f.outputLen, IgnoreEOS: f.ignoreEOS}
 	if f.dataset == "" {
 		info.InputLen = f.inputLen
+		info.PromptTokenizer = prompts.source
+		info.PromptsOffTarget = prompts.off
 	}
 	temp := f.temperature
 	info.Temperature = &temp
@@ -143,6 +168,9 @@ func serveMain(ctx context.Context, abort <-chan struct{}, args []string, stdout
 	}
 	fmt.Fprintf(stderr, "bench serve: %d requests to %s (model %q), request rate %s, burstiness %g, concurrency %s\n",
 		len(reqs), info.URL, model, rateText(f.rate), f.burstiness, conc)
+	if f.dataset == "" {
+		prompts.write(stderr, f, chat)
+	}
 
 	var done, failed atomic.Int64
 	stopProgress := startProgress(stderr, f.noProgress, len(reqs), &done, &failed)
@@ -202,11 +230,12 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.Float64Var(&f.rate, "request-rate", math.Inf(1), "the same as --rate (vLLM's name)")
 	fs.Float64Var(&f.burstiness, "burstiness", 1, "gamma shape `B` of the gaps with --rate: 1 is Poisson, lower is burstier, higher more regular")
 	fs.IntVar(&f.numPrompts, "num-prompts", 1000, "`K` requests (with --dataset: default every line, more repeat the file)")
-	fs.IntVar(&f.inputLen, "input-len", 1024, "random prompts of about `L` tokens (L random common words)")
+	fs.IntVar(&f.inputLen, "input-len", 1024, "random prompts of `L` tokens of the served model (counted by the server's /tokenize or --tokenizer)")
+	fs.StringVar(&f.tokenizer, "tokenizer", "", "count --input-len with the tokenizer of `FILE` (a GGUF model, or a HF tokenizer.json) instead of the server's /tokenize")
 	fs.IntVar(&f.outputLen, "output-len", 128, "`M` tokens asked for (max_tokens); with --dataset, for lines without output_len")
 	fs.StringVar(&f.dataset, "dataset", "", "JSONL `FILE` of prompts: {\"prompt\": \"...\", \"output_len\": N} per line, instead of random prompts")
 	fs.StringVar(&f.resultFile, "result-file", "", "write the results as JSON to `FILE` (vLLM's field names, per-request arrays)")
-	fs.Int64Var(&f.seed, "seed", 0, "`SEED` of the random prompts and arrival gaps")
+	fs.Int64Var(&f.seed, "seed", 0, "`SEED` of the random prompts and arrival gaps (default: a new one each run, printed)")
 	fs.StringVar(&f.apiKey, "api-key", os.Getenv("OPENAI_API_KEY"), "send 'Authorization: Bearer `KEY`' (default $OPENAI_API_KEY)")
 	fs.StringVar(&f.percentiles, "percentiles", "90,99", "comma-separated `LIST` of percentiles to print (the result file always has 90 and 99)")
 	fs.Float64Var(&f.temperature, "temperature", 0, "sampling temperature `T` sent with each request")
@@ -247,6 +276,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil, fmt.Errorf("--output-len %d: must be at least 1", f.outputLen)
 	case f.dataset != "" && f.set["input-len"]:
 		return nil, errors.New("--input-len makes random prompts; a --dataset brings its own")
+	case f.dataset != "" && f.tokenizer != "":
+		return nil, errors.New("--tokenizer counts random prompts (--input-len); a --dataset's lengths come from the server's usage")
 	case math.IsNaN(f.temperature) || f.temperature < 0:
 		return nil, fmt.Errorf("--temperature %g: must be at least 0", f.temperature)
 	case f.timeout < 0:
@@ -375,4 +406,75 @@ func startProgress(w io.Writer, off bool, total int, done, failed *atomic.Int64)
 		}
 	}()
 	return func() { close(stop); <-stopped }
+}
+
+// promptNotes is what the report says about the random prompts.
+type promptNotes struct {
+	source  string // the tokenizer that counted them, "" for an estimate
+	why     string // why there is no tokenizer, for the estimate's note
+	special int    // tokens the server adds to each prompt
+	off     int    // prompts whose count is not --input-len
+	lo, hi  int    // their counts' range
+}
+
+// makeRandomPrompts builds --num-prompts prompts of --input-len tokens
+// with --tokenizer, else the server's /tokenize, else an estimate.
+func makeRandomPrompts(ctx context.Context, f *serveFlags, client *http.Client, base, model string) ([]ServeRequest, promptNotes, error) {
+	var n promptNotes
+	var tk PromptTokenizer
+	var err error
+	if f.tokenizer != "" {
+		if tk, err = LoadPromptTokenizer(f.tokenizer); err != nil {
+			return nil, n, fmt.Errorf("--tokenizer: %w", err)
+		}
+	} else {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		tk, err = ServerTokenizer(pctx, client, base, f.apiKey, model)
+		cancel()
+		if err != nil {
+			tk, n.why = nil, flatLine(err.Error())
+		}
+	}
+	reqs, err := RandomPrompts(ctx, tk, f.numPrompts, f.inputLen, f.outputLen, f.seed)
+	if err != nil {
+		return nil, n, fmt.Errorf("making the prompts: %w", err)
+	}
+	if tk == nil {
+		return reqs, n, nil
+	}
+	n.source, n.special = tk.Source(), tk.Special()
+	for _, r := range reqs {
+		if r.InputLen != f.inputLen {
+			if n.off == 0 {
+				n.lo, n.hi = r.InputLen, r.InputLen
+			}
+			n.off++
+			n.lo, n.hi = min(n.lo, r.InputLen), max(n.hi, r.InputLen)
+		}
+	}
+	return reqs, n, nil
+}
+
+// write says on stderr how the prompts were made, one line each.
+func (n *promptNotes) write(w io.Writer, f *serveFlags, chat bool) {
+	how := "exactly " + strconv.Itoa(f.inputLen) + " tokens each, counted by " + n.source
+	if n.source == "" {
+		how = "about " + strconv.Itoa(f.inputLen) + " tokens each (estimated)"
+	}
+	if chat {
+		how += ", plus the chat template's tokens"
+	}
+	fmt.Fprintf(w, "prompts: %s; %d output tokens; seed %d (--seed %d sends the same prompts again)\n", how, f.outputLen, f.seed, f.seed)
+	switch {
+	case n.source == "":
+		fmt.Fprintf(w, "note: no tokenizer to count --input-len in the served model's tokens (%s); prompts are estimated at 4 bytes a token; give --tokenizer FILE.gguf for exact lengths\n", cutText(n.why, 200))
+	case f.inputLen <= n.special:
+		fmt.Fprintf(w, "note: --input-len %d leaves no room for text beside the %d special tokens the server adds; prompts are %d tokens\n", f.inputLen, n.special, n.lo)
+	case n.off > 0:
+		rng := strconv.Itoa(n.lo)
+		if n.hi != n.lo {
+			rng += " to " + strconv.Itoa(n.hi)
+		}
+		fmt.Fprintf(w, "note: %d of %d prompts are %s tokens, not %d: no cut of their words re-encodes to exactly %d\n", n.off, f.numPrompts, rng, f.inputLen, f.inputLen)
+	}
 }

@@ -4,11 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"ringlm/gguf"
+	"ringlm/internal/testmodel"
 )
 
 func svMain(t *testing.T, args ...string) (int, string, string) {
@@ -105,19 +113,13 @@ func TestParseServeDataset(t *testing.T) {
 	}
 }
 
-// Random prompts: seeded, about L words, different from one another.
-func TestRandomPrompts(t *testing.T) {
-	a, b := RandomPrompts(20, 30, 5, 1), RandomPrompts(20, 30, 5, 1)
-	seen := map[string]bool{}
-	for i := range a {
-		if a[i] != b[i] || len(strings.Fields(a[i].Prompt)) != 30 || a[i].InputLen != 30 || a[i].MaxTokens != 5 {
-			t.Fatalf("prompt %d: %+v", i, a[i])
-		}
-		seen[a[i].Prompt] = true
+// svPrompts is estimated random prompts, for tests of the client.
+func svPrompts(n, inputLen, outputLen int, seed int64) []ServeRequest {
+	reqs, err := RandomPrompts(context.Background(), nil, n, inputLen, outputLen, seed)
+	if err != nil {
+		panic(err) // no tokenizer, nothing to fail
 	}
-	if len(seen) != 20 || RandomPrompts(1, 30, 5, 2)[0] == a[0] {
-		t.Errorf("prompts repeat: %d distinct", len(seen))
-	}
+	return reqs
 }
 
 // The whole command against a fake server: the model from /v1/models,
@@ -176,5 +178,111 @@ func TestServeMainDataset(t *testing.T) {
 	os.WriteFile(ds, []byte("{\"prompt\":\"a\"}\nnope\n"), 0o644)
 	if code, _, errOut = svMain(t, "--url", srv.URL, "--dataset", ds); code != 1 || !strings.Contains(errOut, "d.jsonl:2:") {
 		t.Errorf("bad dataset: %d %q", code, errOut)
+	}
+}
+
+// Random prompts: counted by the server's /tokenize when it has one, by
+// --tokenizer, else estimated with one note; a new seed each run unless
+// --seed, printed on stderr and stdout and kept in the result file.
+func TestServeMainPrompts(t *testing.T) {
+	seedRe := regexp.MustCompile(`seed (\d+) \(--seed (\d+) sends the same prompts again\)`)
+	run := func(t *testing.T, h http.Handler, args ...string) (stderr, stdout string, seed int64, prompts []string) {
+		t.Helper()
+		fs := &svStream{}
+		if ts, ok := h.(*tokenizeServer); ok {
+			ts.next = fs
+		} else {
+			h = fs
+		}
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		res := filepath.Join(t.TempDir(), "r.json")
+		code, out, errOut := svMain(t, append([]string{"--url", srv.URL, "--num-prompts", "4", "--output-len", "2", "--result-file", res}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		m := seedRe.FindStringSubmatch(errOut)
+		if m == nil || m[1] != m[2] {
+			t.Fatalf("no seed on stderr:\n%s", errOut)
+		}
+		seed, _ = strconv.ParseInt(m[1], 10, 64)
+		if !regexp.MustCompile(fmt.Sprintf(`\nRandom seed: +%d *\n`, seed)).MatchString(out) {
+			t.Errorf("the summary lacks seed %d:\n%s", seed, out)
+		}
+		b, _ := os.ReadFile(res)
+		var v struct {
+			Ringlm struct {
+				Seed  int64  `json:"seed"`
+				Count string `json:"input_len_counted_by"`
+			} `json:"ringlm"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil || v.Ringlm.Seed != seed {
+			t.Errorf("result file seed %d, printed %d (%v)", v.Ringlm.Seed, seed, err)
+		}
+		fs.arrived.Range(func(k, _ any) bool { prompts = append(prompts, k.(string)); return true })
+		slices.Sort(prompts)
+		return errOut + "counted by " + v.Ringlm.Count + "\n", out, seed, prompts
+	}
+
+	// An OpenAI server without /tokenize: an estimate, said in one note.
+	errOut, _, seed1, p1 := run(t, nil, "--input-len", "8")
+	if n := strings.Count(errOut, "note:"); n != 1 || !strings.Contains(errOut, "note: no tokenizer to count --input-len in the served model's tokens (POST /tokenize: HTTP 404: not found)") ||
+		!strings.Contains(errOut, "--tokenizer FILE.gguf") || !strings.Contains(errOut, "prompts: about 8 tokens each (estimated)") ||
+		!strings.Contains(errOut, "counted by estimate") {
+		t.Errorf("fallback: %d notes:\n%s", n, errOut)
+	}
+	// No --seed: another seed, other prompts.
+	_, _, seed2, p2 := run(t, nil, "--input-len", "8")
+	if seed1 == seed2 || slices.Equal(p1, p2) || len(p1) != 4 {
+		t.Errorf("two runs without --seed: seeds %d and %d, prompts equal %v", seed1, seed2, slices.Equal(p1, p2))
+	}
+	// --seed repeats a run.
+	_, _, seed3, p3 := run(t, nil, "--input-len", "8", "--seed", strconv.FormatInt(seed1, 10))
+	if seed3 != seed1 || !slices.Equal(p3, p1) {
+		t.Errorf("--seed %d: seed %d, same prompts %v", seed1, seed3, slices.Equal(p3, p1))
+	}
+
+	// A server with /tokenize: exact, no note.
+	tiny := tinyTokenizer(t)
+	errOut, _, _, p4 := run(t, &tokenizeServer{tk: tiny}, "--input-len", "12", "--seed", "5")
+	if strings.Contains(errOut, "note:") || !strings.Contains(errOut, "prompts: exactly 12 tokens each, counted by the server's /tokenize; 2 output tokens; seed 5") ||
+		!strings.Contains(errOut, "counted by the server's /tokenize\n") {
+		t.Errorf("server tokenizer:\n%s", errOut)
+	}
+	for _, p := range p4 {
+		if n := serverCount(tiny, p); n != 12 {
+			t.Errorf("prompt of %d tokens: %q", n, p)
+		}
+	}
+	// --tokenizer: the file counts, the same prompts as the server's.
+	file := testmodel.Path(t, "llama", gguf.TypeF16)
+	errOut, _, _, p5 := run(t, nil, "--input-len", "12", "--seed", "5", "--tokenizer", file)
+	if strings.Contains(errOut, "note:") || !strings.Contains(errOut, "exactly 12 tokens each, counted by "+file+";") ||
+		!slices.Equal(p5, p4) {
+		t.Errorf("--tokenizer:\n%s\nsame prompts as /tokenize: %v", errOut, slices.Equal(p5, p4))
+	}
+
+	// Bad --tokenizer: exit 1 naming it; with --dataset: exit 2.
+	if code, _, errOut := svMain(t, "--url", "http://127.0.0.1:1", "--tokenizer", "/nonexistent.gguf", "--model", "m"); code != 1 ||
+		!strings.Contains(errOut, "--tokenizer: ") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("missing --tokenizer file: %d %q", code, errOut)
+	}
+	if code, _, errOut := svMain(t, "--url", "http://127.0.0.1:1", "--tokenizer", file, "--dataset", "d.jsonl"); code != 2 || !strings.Contains(errOut, "--tokenizer counts random prompts") {
+		t.Errorf("--tokenizer with --dataset: %d %q", code, errOut)
+	}
+}
+
+// ^C while the prompts are being made: exit 130, nothing sent.
+func TestServeMainInterruptedPrompts(t *testing.T) {
+	fs := &svStream{}
+	srv := httptest.NewServer(&tokenizeServer{tk: tinyTokenizer(t), next: fs})
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var o, e bytes.Buffer
+	code := serveMain(ctx, nil, []string{"--url", srv.URL, "--model", "m", "--tokenizer", testmodel.Path(t, "llama", gguf.TypeF16),
+		"--num-prompts", "50", "--input-len", "64"}, &o, &e)
+	if code != 130 || !strings.Contains(e.String(), "interrupted while making the prompts") || fs.count.Load() != 0 {
+		t.Errorf("exit %d, %d sent, stderr %q", code, fs.count.Load(), e.String())
 	}
 }

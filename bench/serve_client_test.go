@@ -346,8 +346,13 @@ type svStream struct {
 }
 
 func (s *svStream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/v1/models" {
+	switch r.URL.Path {
+	case "/v1/models":
 		fmt.Fprint(w, `{"object":"list","data":[{"id":"fake-model","object":"model"}]}`)
+		return
+	case "/tokenize", "/detokenize": // as OpenAI's API: no such endpoints
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"error":{"message":"not found"}}`)
 		return
 	}
 	s.count.Add(1)
@@ -401,7 +406,7 @@ func TestRunConcurrencyCap(t *testing.T) {
 		}
 		fs := &svStream{want: int32(want), total: int32(c.n), hold: 2 * time.Second}
 		srv := httptest.NewServer(fs)
-		res, err := RunServe(context.Background(), ServeRunOptions{URL: srv.URL, Requests: RandomPrompts(c.n, 8, 3, 1),
+		res, err := RunServe(context.Background(), ServeRunOptions{URL: srv.URL, Requests: svPrompts(c.n, 8, 3, 1),
 			Concurrency: c.cap, Rate: c.rate, Burstiness: 1})
 		srv.Close()
 		if err != nil {
@@ -430,7 +435,7 @@ func TestRunPacing(t *testing.T) {
 	defer srv.Close()
 	const n, rate = 12, 200.0
 	offsets := ArrivalOffsets(n, rate, 1, seededRand(5, randArrivals))
-	reqs := RandomPrompts(n, 6, 2, 5)
+	reqs := svPrompts(n, 6, 2, 5)
 	start := time.Now() // the dispatcher starts after this
 	res, err := RunServe(context.Background(), ServeRunOptions{URL: srv.URL, Requests: reqs, Rate: rate, Burstiness: 1, Seed: 5})
 	if err != nil {
@@ -462,7 +467,7 @@ func TestRunInterrupt(t *testing.T) {
 		defer srv.Close()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		res, err := RunServe(ctx, ServeRunOptions{URL: srv.URL, Requests: RandomPrompts(50, 4, 5, 1), Concurrency: 2,
+		res, err := RunServe(ctx, ServeRunOptions{URL: srv.URL, Requests: svPrompts(50, 4, 5, 1), Concurrency: 2,
 			Grace: 10 * time.Second, Done: func(bool) { cancel() }})
 		if err != nil {
 			t.Fatal(err)
@@ -488,7 +493,7 @@ func TestRunInterrupt(t *testing.T) {
 			cancel()
 		}()
 		start := time.Now()
-		res, err := RunServe(ctx, ServeRunOptions{URL: srv.URL, Requests: RandomPrompts(10, 4, 5, 1), Concurrency: 3, Grace: 20 * svMS})
+		res, err := RunServe(ctx, ServeRunOptions{URL: srv.URL, Requests: svPrompts(10, 4, 5, 1), Concurrency: 3, Grace: 20 * svMS})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -511,7 +516,7 @@ func TestRunTimeout(t *testing.T) {
 	fs := &svStream{hangUntilC: true}
 	srv := httptest.NewServer(fs)
 	defer srv.Close()
-	res, err := RunServe(context.Background(), ServeRunOptions{URL: srv.URL, Requests: RandomPrompts(2, 4, 5, 1), Timeout: 30 * svMS})
+	res, err := RunServe(context.Background(), ServeRunOptions{URL: srv.URL, Requests: svPrompts(2, 4, 5, 1), Timeout: 30 * svMS})
 	if err != nil {
 		t.Fatal(err)
 	}

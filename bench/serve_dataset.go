@@ -3,11 +3,14 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 )
 
@@ -20,9 +23,9 @@ type ServeRequest struct {
 	InputLen int
 }
 
-// promptWords are common English words, each one token in the usual BPE
-// vocabularies when preceded by a space, so that L of them make a prompt
-// of about L tokens; the server's tokenizer decides the exact count.
+// promptWords are common English words that random prompts are made of:
+// legible, plain ASCII (a cut between tokens never splits a character),
+// one or a few tokens each in the usual BPE vocabularies.
 var promptWords = uniqueWords(`the of and to in is was for on that with as by at from
 his her it an were are which this be or has had not but first one their its new
 after who they have two been other all also more time into year only over city
@@ -52,24 +55,182 @@ func uniqueWords(s string) []string {
 	return out
 }
 
-// RandomPrompts makes n prompts of inputLen random words each (about
-// inputLen tokens), each asking for outputLen tokens. The same seed gives
-// the same prompts.
-func RandomPrompts(n, inputLen, outputLen int, seed int64) []ServeRequest {
-	rng := seededRand(seed, randPrompts)
+// RandomPrompts makes n prompts of random common words, each asking for
+// outputLen tokens, and the same n prompts again for the same seed and
+// tokenizer. Each prompt comes from its own generator (seed, index), so
+// they are built in parallel and do not depend on one another.
+//
+// With a tokenizer, a prompt is exactly inputLen tokens as the server
+// counts a completion prompt (its special tokens included, as vLLM's
+// random dataset counts them): words are added until their text holds
+// more than inputLen tokens, then the text is cut at a token boundary
+// and re-encoded. A cut whose text re-encodes to another count (tokens
+// merging across it) is tried again a few tokens either side; a prompt
+// no cut makes exact keeps the closest count, in its InputLen. Without
+// a tokenizer (tk nil) the prompts are about inputLen tokens, estimated
+// at four bytes a token.
+func RandomPrompts(ctx context.Context, tk PromptTokenizer, n, inputLen, outputLen int, seed int64) ([]ServeRequest, error) {
 	out := make([]ServeRequest, n)
-	var b strings.Builder
-	for i := range out {
-		b.Reset()
-		for j := range inputLen {
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(promptWords[rng.IntN(len(promptWords))])
+	if tk == nil {
+		for i := range out {
+			text := randomWords(promptRand(seed, i), 4*inputLen-3) // estimatePromptTokens(text) >= inputLen
+			out[i] = ServeRequest{Prompt: text, MaxTokens: outputLen, InputLen: estimatePromptTokens(text)}
 		}
-		out[i] = ServeRequest{Prompt: b.String(), MaxTokens: outputLen, InputLen: inputLen}
+		return out, nil
 	}
-	return out
+	// Words per token, measured once on a sample so that every prompt
+	// is built from the same estimate (the result does not depend on it,
+	// only the number of calls to the tokenizer).
+	sample := 64
+	ids, err := tk.Encode(ctx, wordsText(promptRand(seed, -1), sample))
+	if err != nil {
+		return nil, err
+	}
+	perWord := float64(max(1, len(ids))) / float64(sample)
+	target := max(1, inputLen-tk.Special())
+
+	workers := max(1, min(n, 2*runtime.GOMAXPROCS(0), 8))
+	next := make(chan int)
+	errs := make(chan error, workers)
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range workers {
+		go func() {
+			var first error
+			for i := range next {
+				if first != nil {
+					continue
+				}
+				text, count, err := exactPrompt(bctx, tk, promptRand(seed, i), target, perWord)
+				if err != nil {
+					first = err
+					cancel()
+					continue
+				}
+				out[i] = ServeRequest{Prompt: text, MaxTokens: outputLen, InputLen: count + tk.Special()}
+			}
+			errs <- first
+		}()
+	}
+feed:
+	for i := range out {
+		select {
+		case next <- i:
+		case <-bctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	for range workers {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// promptRand is prompt i's generator; i = -1 is the sample's.
+func promptRand(seed int64, i int) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(seed), randPrompts^uint64(i+1)<<32))
+}
+
+func nextWord(rng *rand.Rand) string { return promptWords[rng.IntN(len(promptWords))] }
+
+// randomWords is random words up to at least minBytes.
+func randomWords(rng *rand.Rand, minBytes int) string {
+	var b strings.Builder
+	for b.Len() == 0 || b.Len() < minBytes {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(nextWord(rng))
+	}
+	return b.String()
+}
+
+func wordsText(rng *rand.Rand, k int) string {
+	words := make([]string, k)
+	for i := range words {
+		words[i] = nextWord(rng)
+	}
+	return strings.Join(words, " ")
+}
+
+// cutSlack is how many tokens past the target a prompt's words reach,
+// and how far either side of the target cuts are tried.
+const cutSlack = 8
+
+// exactPrompt is one prompt of target tokens (Encode's count) from rng's
+// words, or the closest it found, with its count.
+func exactPrompt(ctx context.Context, tk PromptTokenizer, rng *rand.Rand, target int, perWord float64) (string, int, error) {
+	var words []string
+	grow := func(tokens int) {
+		for range int(float64(tokens)/perWord) + 1 {
+			words = append(words, nextWord(rng))
+		}
+	}
+	grow(target + cutSlack)
+	var ids []int32
+	for {
+		var err error
+		if ids, err = tk.Encode(ctx, strings.Join(words, " ")); err != nil {
+			return "", 0, err
+		}
+		if len(ids) >= target+cutSlack {
+			break
+		}
+		grow(target + cutSlack - len(ids))
+	}
+	// Cuts at target, target−1, target+1, target−2, …: the first whose
+	// text re-encodes to target tokens wins, else the closest (the
+	// shorter on a tie, so that it fits where target fits).
+	bestText, bestCount := "", 0
+	for d := 0; d <= 2*cutSlack; d++ {
+		c := target + (d+1)/2
+		if d%2 == 1 {
+			c = target - (d+1)/2
+		}
+		if c < 1 || c > len(ids) {
+			continue
+		}
+		text, err := tk.Decode(ctx, ids[:c])
+		if err != nil {
+			return "", 0, err
+		}
+		// A detokenizer may give back a SentencePiece space prefix the
+		// words never had; the encoder adds its own.
+		text = strings.TrimLeft(text, " ")
+		if text == "" {
+			continue
+		}
+		re, err := tk.Encode(ctx, text)
+		if err != nil {
+			return "", 0, err
+		}
+		if len(re) == target {
+			return text, target, nil
+		}
+		if off, best := abs(len(re)-target), abs(bestCount-target); bestText == "" || off < best || off == best && len(re) < bestCount {
+			bestText, bestCount = text, len(re)
+		}
+	}
+	if bestText == "" {
+		return "", 0, fmt.Errorf("no prompt text of %d tokens: the tokenizer decodes every cut to empty text", target)
+	}
+	return bestText, bestCount, nil
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // serveLine is one line of a dataset file.

@@ -26,11 +26,15 @@ type ServeInfo struct {
 	Concurrency int // 0: no cap
 	Seed        int64
 	Dataset     string // "" for random prompts
-	InputLen    int    // random prompts' words
-	OutputLen   int
-	IgnoreEOS   bool
-	Temperature *float64
-	Interrupted bool
+	InputLen    int    // random prompts' tokens
+	// PromptTokenizer is what counted the random prompts' tokens ("" for
+	// an estimate); PromptsOffTarget is how many are not InputLen long.
+	PromptTokenizer  string
+	PromptsOffTarget int
+	OutputLen        int
+	IgnoreEOS        bool
+	Temperature      *float64
+	Interrupted      bool
 }
 
 // backend is vLLM's name for the request function used.
@@ -59,11 +63,15 @@ func WriteServeSummary(w io.Writer, in *ServeInfo, s *ServeSummary, recs []Serve
 		line("Not sent (interrupted):", in.NumPrompts-len(recs))
 	}
 	if in.Concurrency > 0 {
-		line("Maximum request concurrency:", in.Concurrency)
+		line("Max request concurrency (configured):", in.Concurrency)
 	}
 	line("Request rate configured (RPS):", rateText(in.Rate))
-	if !math.IsInf(in.Rate, 1) && in.Rate > 0 {
+	finiteRate := !math.IsInf(in.Rate, 1) && in.Rate > 0
+	if finiteRate {
 		line("Burstiness (gamma shape):", in.Burstiness)
+	}
+	if in.Dataset == "" || finiteRate {
+		line("Random seed:", in.Seed)
 	}
 	line("Benchmark duration (s):", s.Duration)
 	line("Total input tokens:", s.TotalInput)
@@ -71,8 +79,11 @@ func WriteServeSummary(w io.Writer, in *ServeInfo, s *ServeSummary, recs []Serve
 	line("Request throughput (req/s):", s.RequestThroughput)
 	line("Output token throughput (tok/s):", s.OutputThroughput)
 	line("Peak output token throughput (tok/s):", s.MaxOutputTokensPerS)
-	line("Peak concurrent requests:", s.MaxConcurrentRequests)
-	line("Max requests in flight:", s.MaxInFlight)
+	// Two peaks that read alike: vLLM's (completed requests active in
+	// the same one-second bucket, so it can exceed the cap) and the exact
+	// one (requests sent and not yet ended at one instant).
+	line("Peak concurrent requests (1-s buckets):", s.MaxConcurrentRequests)
+	line("Peak requests in flight (any instant):", s.MaxInFlight)
 	line("Total token throughput (tok/s):", s.TotalTokenThroughput)
 	for _, m := range []struct {
 		title, short string
@@ -261,6 +272,8 @@ func ServeResultJSON(in *ServeInfo, s *ServeSummary, recs []ServeRecord) ([]byte
 		{"seed", in.Seed},
 		{"dataset", in.Dataset},
 		{"input_len", in.InputLen},
+		{"input_len_counted_by", promptCounter(in)},
+		{"prompts_off_input_len", in.PromptsOffTarget},
 		{"output_len", in.OutputLen},
 		{"ignore_eos", in.IgnoreEOS},
 		{"temperature", temp},
@@ -268,12 +281,28 @@ func ServeResultJSON(in *ServeInfo, s *ServeSummary, recs []ServeRecord) ([]byte
 		{"sent", n},
 		{"percentiles", s.Percentiles},
 		{"input_lens_from_server", reported},
-		{"max_in_flight", s.MaxInFlight},
+		// Clear names beside vLLM's max_concurrency (the configured cap)
+		// and max_concurrent_requests (its one-second buckets).
+		{"concurrency_cap", maxConc},
+		{"peak_concurrent_requests_1s_buckets", s.MaxConcurrentRequests},
+		{"peak_requests_in_flight", s.MaxInFlight},
 		{"send_times", sends},
 		{"e2els", e2els},
 	}
 	o = append(o, jsonKV{"ringlm", extra})
 	return o.lines()
+}
+
+// promptCounter names what counted the prompts' tokens in the result
+// file: the tokenizer, "estimate", or "" for a dataset.
+func promptCounter(in *ServeInfo) string {
+	switch {
+	case in.Dataset != "":
+		return ""
+	case in.PromptTokenizer == "":
+		return "estimate"
+	}
+	return in.PromptTokenizer
 }
 
 // lines writes the object with one member a line and each value compact

@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,8 +178,12 @@ func TestServeResultJSON(t *testing.T) {
 			URL    string    `json:"url"`
 			E2ELs  []float64 `json:"e2els"`
 			Sends  []float64 `json:"send_times"`
-			InFlit int       `json:"max_in_flight"`
+			InFlit int       `json:"peak_requests_in_flight"`
+			Peak1s int       `json:"peak_concurrent_requests_1s_buckets"`
+			Cap    any       `json:"concurrency_cap"`
+			Count  string    `json:"input_len_counted_by"`
 		} `json:"ringlm"`
+		PeakVLLM int `json:"max_concurrent_requests"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatalf("%v\n%s", err, b)
@@ -208,7 +213,8 @@ func TestServeResultJSON(t *testing.T) {
 	svNear(t, "median ITL", v.MedianITL, 40)
 	svNear(t, "mean E2EL", v.MeanE2EL, 770.0/3)
 	if v.Ringlm.Seed != 9 || v.Ringlm.URL != in.URL || !svFloatsEq(v.Ringlm.E2ELs, []float64{0.17, 0.3, 0.3, 0.33}) ||
-		!svFloatsEq(v.Ringlm.Sends, []float64{0, 0.05, 0.06, 0.07}) || v.Ringlm.InFlit != 4 {
+		!svFloatsEq(v.Ringlm.Sends, []float64{0, 0.05, 0.06, 0.07}) || v.Ringlm.InFlit != 4 || v.Ringlm.Peak1s != v.PeakVLLM ||
+		v.PeakVLLM != s.MaxConcurrentRequests || v.Ringlm.Cap != nil || v.Ringlm.Count != "estimate" {
 		t.Errorf("ringlm object: %+v", v.Ringlm)
 	}
 
@@ -216,8 +222,20 @@ func TestServeResultJSON(t *testing.T) {
 	in.Rate, in.Concurrency, in.Chat = 2.5, 8, true
 	b, _ = ServeResultJSON(in, &s, recs)
 	var w map[string]any
-	if err := json.Unmarshal(b, &w); err != nil || w["request_rate"] != 2.5 || w["max_concurrency"] != 8.0 || w["backend"] != "openai-chat" {
-		t.Errorf("rate/cap: %v %v %v %v", err, w["request_rate"], w["max_concurrency"], w["backend"])
+	if err := json.Unmarshal(b, &w); err != nil || w["request_rate"] != 2.5 || w["max_concurrency"] != 8.0 || w["backend"] != "openai-chat" ||
+		path(w, "ringlm", "concurrency_cap") != 8.0 {
+		t.Errorf("rate/cap: %v %v %v %v %v", err, w["request_rate"], w["max_concurrency"], w["backend"], w["ringlm"])
+	}
+	// The tokenizer that counted random prompts; nothing for a dataset.
+	in.PromptTokenizer, in.PromptsOffTarget = "tok.gguf", 2
+	b, _ = ServeResultJSON(in, &s, recs)
+	if json.Unmarshal(b, &w); path(w, "ringlm", "input_len_counted_by") != "tok.gguf" || path(w, "ringlm", "prompts_off_input_len") != 2.0 {
+		t.Errorf("prompt counting: %v", w["ringlm"])
+	}
+	in.Dataset = "d.jsonl"
+	b, _ = ServeResultJSON(in, &s, recs)
+	if json.Unmarshal(b, &w); path(w, "ringlm", "input_len_counted_by") != "" {
+		t.Errorf("dataset: %v", w["ringlm"])
 	}
 }
 
@@ -227,14 +245,18 @@ func TestWriteServeSummary(t *testing.T) {
 	show := []float64{50, 99.9}
 	s := SummarizeServe(recs, WithDefaultPercentiles(show))
 	var b strings.Builder
-	WriteServeSummary(&b, &ServeInfo{Rate: 4, Burstiness: 0.5, Concurrency: 2, NumPrompts: 4}, &s, recs, show)
+	WriteServeSummary(&b, &ServeInfo{Rate: 4, Burstiness: 0.5, Concurrency: 2, NumPrompts: 4, Seed: 77}, &s, recs, show)
 	out := b.String()
 	for _, want := range []string{
 		"============ Serving Benchmark Result ============",
 		"Successful requests:                     3",
 		"Failed requests:                         1",
-		"Maximum request concurrency:             2",
+		"Max request concurrency (configured):    2",
 		"Request rate configured (RPS):           4",
+		"Random seed:                             77",
+		// The peaks say how they are counted.
+		"Peak concurrent requests (1-s buckets):  " + strconv.Itoa(s.MaxConcurrentRequests) + " ",
+		"Peak requests in flight (any instant):   " + strconv.Itoa(s.MaxInFlight) + " ",
 		"Benchmark duration (s):                  0.40",
 		"Total generated tokens:                  9",
 		"Request throughput (req/s):              7.50",
@@ -253,6 +275,23 @@ func TestWriteServeSummary(t *testing.T) {
 	if strings.Contains(out, "P90 TTFT") {
 		t.Errorf("printed a percentile not asked for:\n%s", out)
 	}
+	for _, vague := range []string{"Peak concurrent requests:", "Max requests in flight:", "Maximum request concurrency:"} {
+		if strings.Contains(out, vague) {
+			t.Errorf("unqualified label %q:\n%s", vague, out)
+		}
+	}
+}
+
+// path walks decoded JSON objects.
+func path(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
 }
 
 func svFloatsEq(a, b []float64) bool {

@@ -90,7 +90,7 @@ func (c *Config) Settings() []Setting {
 		{"model-name", "RINGLM_MODEL_NAME", "`NAME` reported by /v1/models and accepted in requests (default: the GGUF's general.name, else the file's base name; both are always accepted)", strVal{&c.ModelName}},
 		{"host", "RINGLM_HOST", "`ADDRESS` to listen on; 127.0.0.1 keeps the server local, 0.0.0.0 exposes it", strVal{&c.Host}},
 		{"port", "RINGLM_PORT", "TCP `PORT` (0 picks a free one and logs it)", intVal{&c.Port, 0, 65535}},
-		{"api-key", "RINGLM_API_KEY", "require 'Authorization: Bearer `KEY`' on /v1/*, /execute and /cancel (/health, /metrics and CORS preflights stay open)", strVal{&c.APIKey}},
+		{"api-key", "RINGLM_API_KEY", "require 'Authorization: Bearer `KEY`' on /v1/*, /execute, /cancel, /tokenize and /detokenize (/health, /metrics and CORS preflights stay open)", strVal{&c.APIKey}},
 		{"cors-origins", "RINGLM_CORS_ORIGINS", "let web pages from these `ORIGINS` call the API (comma-separated scheme://host[:port], or * for any): CORS headers, and preflight OPTIONS answered without --api-key; empty: off", strVal{&c.CORSOrigins}},
 		{"chat-template", "RINGLM_CHAT_TEMPLATE", "chat `FORMAT` to use instead of the GGUF's: chatml, llama3, llama2, mistral, phi3", strVal{&c.ChatTemplate}},
 		{"device", "RINGLM_DEVICE", "`DEVICE` that runs the model: auto (cuda when libringlm_cuda.so loads and sees a GPU, else cpu; the log says which and why), cpu, or cuda (an error if unusable)", strVal{&c.Device}},

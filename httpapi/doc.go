@@ -1,9 +1,10 @@
 // Package httpapi is ringlm's HTTP front end, on fasthttp: the
 // OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models)
 // with SSE streaming, the native endpoints (/execute, /cancel, /health,
-// /metrics in Prometheus format), request ids, bearer-token auth, CORS for
-// browser pages (--cors-origins), request limits, client-disconnect
-// cancellation and graceful shutdown.
+// /metrics in Prometheus format, and /tokenize and /detokenize shaped like
+// llama.cpp's server's), request ids, bearer-token auth, CORS for browser
+// pages (--cors-origins), request limits, client-disconnect cancellation
+// and graceful shutdown.
 //
 // It owns the translation between HTTP and engine requests: parsing and
 // validating bodies, tokenizing prompts and chat messages, detokenizing

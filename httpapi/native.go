@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
 	"ringlm/engine"
+	"ringlm/tokenizer"
 )
 
 // execute is POST /execute: one sequence, streamed as SSE events
@@ -269,5 +271,103 @@ func (s *Server) health(ctx *fasthttp.RequestCtx, r *req) {
 		writeError(ctx, internalError(err))
 		return
 	}
+	ctx.SetBody(b)
+}
+
+// tokenizeRequest is POST /tokenize's body, as llama.cpp's server takes
+// it. Pointers tell absent fields from false ones.
+type tokenizeRequest struct {
+	Content      *string `json:"content"`
+	AddSpecial   bool    `json:"add_special"`
+	ParseSpecial *bool   `json:"parse_special"`
+	WithPieces   bool    `json:"with_pieces"`
+}
+
+// tokenize is POST /tokenize: {"content": "...", "add_special": false,
+// "parse_special": true, "with_pieces": false} answered with {"tokens":
+// [ids]}, or with pieces {"tokens": [{"id": 1, "piece": "..."}]} where a
+// piece that is not whole UTF-8 (a byte of a split character) is a list
+// of byte values, as llama.cpp's server answers. add_special adds BOS
+// (and EOS) as a completion prompt gets them, so the count equals the
+// prompt_tokens a /v1/completions request with the same text reports.
+func (s *Server) tokenize(ctx *fasthttp.RequestCtx, r *req) {
+	m := s.model.Load()
+	if m == nil {
+		writeError(ctx, errLoading)
+		return
+	}
+	var body tokenizeRequest
+	if err := parseBody(ctx.PostBody(), &body); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if body.Content == nil {
+		writeError(ctx, badRequest("content", `content is required: {"content": "text to tokenize"}`))
+		return
+	}
+	opts := tokenizer.EncodeOptions{ParseSpecial: body.ParseSpecial == nil || *body.ParseSpecial, AddSpecial: body.AddSpecial}
+	ids := m.Tokenizer.EncodeWith(*body.Content, opts)
+	b := make([]byte, 0, 16+len(ids)*8)
+	b = append(b, `{"tokens":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if !body.WithPieces {
+			b = appendInt(b, int64(id))
+			continue
+		}
+		b = append(b, `{"id":`...)
+		b = appendInt(b, int64(id))
+		b = append(b, `,"piece":`...)
+		if p := m.Tokenizer.Piece(id); utf8.ValidString(p) {
+			b = appendJSONString(b, p)
+		} else {
+			b = append(b, '[')
+			for k := 0; k < len(p); k++ {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = appendInt(b, int64(p[k]))
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "]}"...)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// detokenize is POST /detokenize: {"tokens": [ids]} answered with
+// {"content": "..."}, special tokens written out as their text (HF's
+// decode with skip_special_tokens=False, llama.cpp's /detokenize).
+func (s *Server) detokenize(ctx *fasthttp.RequestCtx, r *req) {
+	m := s.model.Load()
+	if m == nil {
+		writeError(ctx, errLoading)
+		return
+	}
+	var body struct {
+		Tokens *[]int32 `json:"tokens"`
+	}
+	if err := parseBody(ctx.PostBody(), &body); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if body.Tokens == nil {
+		writeError(ctx, badRequest("tokens", `tokens is required: {"tokens": [1, 2, 3]}`))
+		return
+	}
+	ids := *body.Tokens
+	for _, id := range ids {
+		if id < 0 || int(id) >= m.Tokenizer.Len() {
+			writeError(ctx, badRequest("tokens", "token id %d is outside the vocabulary [0, %d)", id, m.Tokenizer.Len()))
+			return
+		}
+	}
+	b := append([]byte(`{"content":`), appendJSONString(nil, m.Tokenizer.Decode(ids))...)
+	b = append(b, '}')
+	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }

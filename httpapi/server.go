@@ -310,6 +310,10 @@ func (s *Server) route(path []byte) (name string, h handler, auth bool, method s
 		return "/execute", s.execute, true, "POST"
 	case "/cancel":
 		return "/cancel", s.cancelRequest, true, "POST"
+	case "/tokenize":
+		return "/tokenize", s.tokenize, true, "POST"
+	case "/detokenize":
+		return "/detokenize", s.detokenize, true, "POST"
 	case "/health":
 		return "/health", s.health, false, "GET"
 	case "/metrics":

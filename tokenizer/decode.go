@@ -140,6 +140,16 @@ func (t *Tokenizer) tokenBytes(id int32) (string, bool) {
 	return t.dec[off : off+uint32(info)>>1], info&1 != 0
 }
 
+// Piece returns the bytes id stands for on its own: the byte-level
+// alphabet mapped back to bytes, SentencePiece's ▁ as a space (kept at
+// the start, where Decode strips one) and <0xXX> as its byte. It may be
+// part of a UTF-8 character, so it is not always valid UTF-8; "" for an
+// id out of range. llama.cpp's /tokenize "piece" is this.
+func (t *Tokenizer) Piece(id int32) string {
+	s, _ := t.tokenBytes(id)
+	return s
+}
+
 // Decode turns ids back into text as HF's decode(ids,
 // skip_special_tokens=False) does. Ids out of range are skipped. Bytes
 // that do not form valid UTF-8 become U+FFFD, one per maximal invalid

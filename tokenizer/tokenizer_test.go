@@ -170,6 +170,29 @@ func TestDecodeLossy(t *testing.T) {
 	}
 }
 
+// Piece is a token's own bytes: a lone byte of a split character stays
+// that byte, and a SentencePiece piece keeps its leading space.
+func TestPiece(t *testing.T) {
+	tk := loadTokenizer(t, "llama3")
+	e2, _ := tk.pieces.get("\xe2")
+	if got := tk.Piece(e2); got != "\xe2" {
+		t.Errorf("Piece(byte E2) = %q", got)
+	}
+	for _, id := range tk.Encode("Hello world") {
+		if got, want := tk.Piece(id), tk.Decode([]int32{id}); got != want {
+			t.Errorf("Piece(%d) = %q, Decode = %q", id, got, want)
+		}
+	}
+	if tk.Piece(-1) != "" || tk.Piece(1<<30) != "" {
+		t.Error("Piece of an id out of range is not empty")
+	}
+	spm := loadTokenizer(t, "mistral")
+	hello, _ := spm.TokenID("▁Hello")
+	if got := spm.Piece(hello); got != " Hello" {
+		t.Errorf("Piece(▁Hello) = %q, want %q", got, " Hello")
+	}
+}
+
 func TestLiteralMode(t *testing.T) {
 	cases := []struct {
 		vocab, text string

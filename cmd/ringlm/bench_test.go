@@ -13,8 +13,9 @@ import (
 )
 
 // `ringlm bench serve` against `ringlm serve` on the tiny model: every
-// request completes with exactly its max_tokens (ignore_eos), and the
-// server's usage gives the prompt lengths.
+// request completes with exactly its max_tokens (ignore_eos), the prompts
+// are --input-len tokens by the server's /tokenize, and the server's usage
+// gives the prompt lengths.
 func TestBenchServeAgainstServer(t *testing.T) {
 	model := tinyGGUF(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,6 +71,7 @@ func TestBenchServeAgainstServer(t *testing.T) {
 			Failed         int         `json:"failed"`
 			TotalInput     int         `json:"total_input_tokens"`
 			TotalOutput    int         `json:"total_output_tokens"`
+			InputLens      []int       `json:"input_lens"`
 			MaxConcurrency int         `json:"max_concurrency"`
 			OutputLens     []int       `json:"output_lens"`
 			TTFTs          []float64   `json:"ttfts"`
@@ -77,8 +79,9 @@ func TestBenchServeAgainstServer(t *testing.T) {
 			Errors         []string    `json:"errors"`
 			MeanTPOT       float64     `json:"mean_tpot_ms"`
 			Ringlm         struct {
-				FromServer  int `json:"input_lens_from_server"`
-				MaxInFlight int `json:"max_in_flight"`
+				FromServer  int    `json:"input_lens_from_server"`
+				MaxInFlight int    `json:"peak_requests_in_flight"`
+				CountedBy   string `json:"input_len_counted_by"`
 			} `json:"ringlm"`
 		}
 		if err := json.Unmarshal(b, &v); err != nil {
@@ -87,9 +90,15 @@ func TestBenchServeAgainstServer(t *testing.T) {
 		if v.Completed != 8 || v.Failed != 0 || v.TotalOutput != 64 || v.MaxConcurrency != 4 {
 			t.Errorf("%s: completed %d failed %d output tokens %d\n%s", endpoint, v.Completed, v.Failed, v.TotalOutput, b)
 		}
-		// Prompt lengths come from the server (16 words are at least 16 tokens).
-		if v.Ringlm.FromServer != 8 || v.TotalInput < 8*16 {
-			t.Errorf("%s: input tokens %d, %d from the server", endpoint, v.TotalInput, v.Ringlm.FromServer)
+		// Prompt lengths come from the server's usage: 16 tokens, BOS
+		// included (chat adds its template's).
+		if v.Ringlm.FromServer != 8 || v.Ringlm.CountedBy != "the server's /tokenize" || !strings.Contains(errOut, "exactly 16 tokens each") {
+			t.Errorf("%s: %d input lengths from the server, counted by %q\n%s", endpoint, v.Ringlm.FromServer, v.Ringlm.CountedBy, errOut)
+		}
+		for i, n := range v.InputLens {
+			if endpoint == "/v1/completions" && n != 16 || n < 16 {
+				t.Errorf("%s: request %d: %d prompt tokens, --input-len 16", endpoint, i, n)
+			}
 		}
 		if v.Ringlm.MaxInFlight > 4 {
 			t.Errorf("%s: %d requests in flight with --concurrency 4", endpoint, v.Ringlm.MaxInFlight)
