@@ -4,17 +4,21 @@
 // inputs, FP32 accumulation), built so that a row's result does not depend
 // on how many rows share the step or where the row sits:
 //
-//  - a block takes a tile of 8·NB weight rows and all M input rows; the
-//    weight rows' K is cut into 16-column steps, and warp w takes steps
-//    w, w+16, w+32, …: the split depends on K alone;
-//  - a warp loads its weight fragments once into registers (the weights are
-//    read once per product, whatever M is) and runs every 16-row tile of
-//    inputs through them, accumulating its steps in increasing order;
-//  - the 16 warps' partial sums are added in warp order by one thread per
-//    output element.
+//  - K is cut into 16-column steps, and the steps into kWarps contiguous
+//    chunks (chunk c: steps [c·S/16, (c+1)·S/16) of S): the split depends
+//    on K alone;
+//  - a block takes a tile of 8·NB weight rows and all M input rows; warp c
+//    takes chunk c, loads its weight fragments once into registers (the
+//    weights are read once per product, whatever M is) and runs every
+//    16-row tile of inputs through them, one accumulator from zero over
+//    its steps in increasing order;
+//  - the chunks' partial sums are added in chunk order, from zero, by one
+//    thread per output element.
 //
 // So each output element is the same sequence of operations for any M, any
-// tile of inputs and any position inside it. Not used by the phases yet:
+// tile of inputs and any position inside it; and a tiling for large M that
+// keeps the same chunks (a fresh accumulator per chunk, added to a running
+// total in chunk order) computes the same bits. Not used by the phases yet:
 // rlm_test_gemm (gemm_check.cuh) runs it for tests and measurements.
 #include "numerics.cuh"
 
@@ -40,7 +44,7 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], 
 // [n0, n0 + 8·NB) of W (bf16, rows × K, row-major; rows at or past `rows`
 // read as zero) against the M input rows of X (bf16, row stride ldx), and
 // hands each result to out(m, j, value) for row n0 + j. SPW bounds the
-// steps a warp takes: SPW ≥ ceil(K / 16 / kWarps). red is shared memory
+// steps of a chunk: SPW ≥ ceil(K / 16 / kWarps). red is shared memory
 // of kWarps × 16 × 8·NB floats.
 template <int NB, int SPW, class Out>
 __device__ void tile_product(const __nv_bfloat16 *W, int rows, int K, int n0, const __nv_bfloat16 *X, int ldx, int M,
@@ -48,16 +52,17 @@ __device__ void tile_product(const __nv_bfloat16 *W, int rows, int K, int n0, co
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, q = lane & 3;  // fragment row group, column pair
   const int S = K / 16;
-  // The warp's weight fragments: for step i (K step warp + i·kWarps) and
-  // n8 tile j, rows n0 + 8j + g, columns 2q, 2q+1 and 2q+8, 2q+9.
+  const int s0 = warp * S / kWarps, s1 = (warp + 1) * S / kWarps;  // the warp's chunk of steps
+  // The warp's weight fragments: for step s0 + i and n8 tile j, rows
+  // n0 + 8j + g, columns 2q, 2q+1 and 2q+8, 2q+9 of the step.
   unsigned b[SPW][NB][2];
 #pragma unroll
   for (int i = 0; i < SPW; i++) {
-    const int s = warp + i * kWarps;
+    const int s = s0 + i;
 #pragma unroll
     for (int j = 0; j < NB; j++) {
       const int r = n0 + 8 * j + g;
-      if (s < S && r < rows) {
+      if (s < s1 && r < rows) {
         const __nv_bfloat16 *p = W + (size_t)r * K + 16 * s + 2 * q;
         b[i][j][0] = ld_bf16x2(p);
         b[i][j][1] = ld_bf16x2(p + 8);
@@ -73,8 +78,8 @@ __device__ void tile_product(const __nv_bfloat16 *W, int rows, int K, int n0, co
     const int ra = m0 + g, rb = m0 + g + 8;
 #pragma unroll
     for (int i = 0; i < SPW; i++) {
-      const int s = warp + i * kWarps;
-      if (s >= S) break;
+      const int s = s0 + i;
+      if (s >= s1) break;
       const int c = 16 * s + 2 * q;
       unsigned a[4];
       a[0] = ra < M ? ld_bf16x2(X + (size_t)ra * ldx + c) : 0u;
