@@ -25,7 +25,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 }
 
 func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "run [-m FILE] [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--template NAME]] [--device auto|cpu|cuda]", stderr)
+	fs := newFlagSet("run", "run [-m FILE] [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--template NAME]] [--device auto|cpu|cuda]")
 	modelPath := fs.String("m", "", "GGUF model file (default: the built-in "+models.DefaultName+" model, a small Go-code completer)")
 	prompt := fs.String("p", "", "prompt (default: read from stdin)")
 	n := fs.Int("n", 128, "tokens to generate at most")

@@ -31,7 +31,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 // once the listener is open (tests use port 0).
 func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
 	cfg := httpapi.DefaultConfig()
-	fs := newFlagSet("serve", "serve -m FILE [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)", stderr)
+	fs := newFlagSet("serve", "serve -m FILE [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)")
 	if err := cfg.Register(fs, os.Getenv); err != nil {
 		return usageError{err.Error()}
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 func runShow(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("show", "show FILE [--json]", stderr)
+	fs := newFlagSet("show", "show FILE [--json]")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

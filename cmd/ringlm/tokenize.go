@@ -34,7 +34,7 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 const maxJSONLLine = 64 << 20
 
 func tokenizeWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("tokenize", "tokenize -m FILE [--jsonl] [--literal] [--add-special] [TEXT]", stderr)
+	fs := newFlagSet("tokenize", "tokenize -m FILE [--jsonl] [--literal] [--add-special] [TEXT]")
 	model := fs.String("m", "", "GGUF model or vocabulary file (required)")
 	jsonl := fs.Bool("jsonl", false, `read {"text": "..."} lines on stdin, write {"ids": [...]} lines (no special tokens added, none parsed)`)
 	literal := fs.Bool("literal", false, "take special-token strings in the text literally instead of matching them")
