@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -95,5 +97,91 @@ func TestHelpOnStdout(t *testing.T) {
 		if code, out, errOut := runCmd(t, args...); code != 0 || !strings.HasPrefix(out, "usage: ringlm") || errOut != "" {
 			t.Errorf("ringlm %q: exit %d, %.60q %q", args, code, out, errOut)
 		}
+	}
+}
+
+// `show` with no file shows the built-in model, as `run` and `serve`
+// run it.
+func TestShowBuiltin(t *testing.T) {
+	code, out, errOut := runCmd(t, "show")
+	if code != 0 || !strings.HasPrefix(out, "file                 gocoder-q8_0.gguf (5.2 MiB, built into ringlm,") ||
+		!strings.Contains(out, "architecture         llama") || !strings.Contains(out, "5.0M (4984064)") {
+		t.Fatalf("show: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	code, out, _ = runCmd(t, "show", "--json")
+	var s struct {
+		File    string
+		BuiltIn bool `json:"builtin"`
+		Params  uint64
+		Hparams struct {
+			Architecture  string `json:"architecture"`
+			ContextLength int    `json:"context_length"`
+			VocabSize     int    `json:"vocab_size"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil || code != 0 {
+		t.Fatalf("show --json: exit %d, %v", code, err)
+	}
+	if s.File != "gocoder-q8_0.gguf" || !s.BuiltIn || s.Params != 4984064 || s.Hparams.Architecture != "llama" ||
+		s.Hparams.ContextLength != 512 || s.Hparams.VocabSize != 4096 {
+		t.Fatalf("show --json of the built-in model: %+v", s)
+	}
+}
+
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// Every key of show --json is snake_case, as llama.cpp's and Ollama's
+// JSON are, except the metadata's, which are the file's own GGUF keys.
+func TestShowJSONKeysSnakeCase(t *testing.T) {
+	code, out, _ := runCmd(t, "show", "--json")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	var bad []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if path == ".metadata" {
+					walk(path+"[key]", e) // a GGUF key name: data, not a field
+					continue
+				}
+				if !snakeCase.MatchString(k) {
+					bad = append(bad, path+"."+k)
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(path+"[]", e)
+			}
+		}
+	}
+	walk("", doc)
+	for _, k := range []string{"hparams", "tensors", "metadata", "data_offset", "tensor_bytes"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("no %q key", k)
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		t.Fatalf("keys not in snake_case: %v", bad)
+	}
+}
+
+// `tokenize` with no -m uses the built-in model's vocabulary.
+func TestTokenizeBuiltin(t *testing.T) {
+	code, out, errOut := runCmd(t, "tokenize", "func main() {")
+	if code != 0 || !strings.Contains(out, `" main"`) || !strings.HasSuffix(out, "4 tokens\n") {
+		t.Fatalf("tokenize: exit %d, %q %q", code, out, errOut)
+	}
+	var stdout, stderr strings.Builder
+	if err := tokenizeWith(strings.NewReader(`{"text": "package main"}`+"\n"), []string{"--jsonl"}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != `{"ids":[933,2240]}`+"\n" {
+		t.Fatalf("--jsonl: %q", stdout.String())
 	}
 }
