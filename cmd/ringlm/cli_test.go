@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"testing"
@@ -75,7 +77,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 	wantUsageError(t, "bench", nil, "a subcommand is required")
 
 	code, out, errOut := runCmd(t, "nope")
-	if code != 2 || out != "" || errOut != "ringlm: unknown command \"nope\" (bench, perplexity, run, serve, show, synth, tokenize)\nRun 'ringlm -h' for usage.\n" {
+	if code != 2 || out != "" || errOut != "ringlm: unknown command \"nope\" (bench, perplexity, run, serve, show, synth, tokenize, version)\nRun 'ringlm -h' for usage.\n" {
 		t.Errorf("unknown command: exit %d, %q %q", code, out, errOut)
 	}
 }
@@ -183,5 +185,35 @@ func TestTokenizeBuiltin(t *testing.T) {
 	}
 	if stdout.String() != `{"ids":[933,2240]}`+"\n" {
 		t.Fatalf("--jsonl: %q", stdout.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "ringlm", Version: "v0.0.0-20261124054200-5e8232e1c7d8+dirty"},
+		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "5e8232e1c7d8aa"},
+			{Key: "vcs.time", Value: "2026-11-24T05:42:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	var w strings.Builder
+	writeVersion(&w, bi, nil, "/opt/ringlm/libringlm_cuda.so", 1)
+	want := "ringlm v0.0.0-20261124054200-5e8232e1c7d8+dirty\n" +
+		"commit: 5e8232e1c7d8aa (2026-11-24T05:42:00Z, with uncommitted changes)\n" +
+		"go: go1.26.8 "
+	if got := w.String(); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "\ncuda: available (/opt/ringlm/libringlm_cuda.so, 1 device)\n") {
+		t.Errorf("got\n%s\nwant it to start\n%s", got, want)
+	}
+	w.Reset()
+	writeVersion(&w, &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, errors.New("cuda: libringlm_cuda.so not found (tried a, b);\n`make cuda` builds it"), "", 0)
+	if got := w.String(); !strings.HasPrefix(got, "ringlm (devel)\ncommit: unknown (") ||
+		!strings.HasSuffix(got, "\ncuda: not available: libringlm_cuda.so not found (tried a, b); `make cuda` builds it\n") {
+		t.Errorf("without vcs or cuda:\n%s", got)
+	}
+
+	// The command itself, on this machine: four lines, whatever the GPU.
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, errOut := runCmd(t, args...)
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if code != 0 || errOut != "" || len(lines) != 4 || !strings.HasPrefix(lines[0], "ringlm ") || !strings.HasPrefix(lines[1], "commit: ") ||
+			!strings.HasPrefix(lines[2], "go: go1.") || !strings.HasPrefix(lines[3], "cuda: ") {
+			t.Errorf("ringlm %v: exit %d, stderr %q\n%s", args, code, errOut, out)
+		}
 	}
 }

@@ -1,8 +1,9 @@
 // Command ringlm is the one binary of the ringlm inference engine. Its
 // subcommands are the commands table in main.go, one file each: synth,
-// show, tokenize, run, serve, bench (serve, engine, report) and
-// perplexity; run, serve, bench engine and perplexity load their model
-// through package runner. Flags may follow positional
+// show, tokenize, run, serve, bench (serve, engine, report), perplexity
+// and version; run, serve, bench engine and perplexity load their model
+// through package runner, and run, serve, show and tokenize use the
+// built-in model when no -m or file is given. Flags may follow positional
 // arguments. Errors print as one line, `ringlm <cmd>: <error>`, with exit
 // status 1; a usage error (a bad flag or value) is that line and a
 // pointer to `ringlm <cmd> -h`, with status 2, and -h prints the usage
@@ -35,6 +36,7 @@ var commands = map[string]command{
 	"serve":      {"serve the OpenAI-compatible and native HTTP API (see serve -h)", runServe},
 	"bench":      {"benchmark a server (bench serve), the engine (bench engine) or render results (bench report)", runBench},
 	"perplexity": {"perplexity of a model on a text file, computed as llama.cpp's llama-perplexity", runPerplexity},
+	"version":    {"print the version, the commit it was built from, the Go version, and whether the CUDA device loads", runVersion},
 }
 
 func commandNames() []string {
@@ -72,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "-h", "--help", "-help", "help":
 		usage(stdout)
 		return 0
+	case "--version", "-version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
