@@ -1,5 +1,8 @@
 # ringlm — build, test, run. `make run` and `make test` work on a fresh
-# machine with Go 1.26 and gcc; nothing else is installed by hand.
+# machine with Go 1.26 and gcc; nothing else is installed by hand. The
+# end-to-end tests also need node, npm and curl: `make test` runs them
+# when those are on PATH and otherwise says in one line that it skipped
+# them (every Go test has run by then).
 
 GO        ?= go
 BIN       := bin/ringlm
@@ -9,7 +12,12 @@ CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code
 DEFAULT_MODEL := bin/default-tiny-llama.gguf
 PROMPT    ?= package main\n\nimport "fmt"\n\n// fib returns the n-th Fibonacci number.\nfunc fib(n int) int {
 
-.PHONY: all build test vet run cuda bench fuzz clean model e2e
+.PHONY: all build test vet run cuda bench fuzz clean model e2e e2e-tools e2e-if-tools
+
+# What the end-to-end tests need beyond Go and gcc; $(e2e_missing) sets
+# the shell variable missing to those not on PATH (" npm curl").
+E2E_TOOLS := node npm curl
+e2e_missing = missing=""; for t in $(E2E_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done
 
 all: build
 
@@ -21,9 +29,24 @@ vet:
 	@out=$$(gofmt -l .); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# All tests, under the race detector, then the end-to-end HTTP tests.
-test: vet e2e
+# Every Go test, under the race detector, then the end-to-end HTTP tests
+# (e2e-if-tools). The Go tests come first so that a machine without node
+# still runs them all.
+test: vet
 	$(GO) test -race -count=1 ./...
+	@$(MAKE) --no-print-directory e2e-if-tools
+
+# The end-to-end tests where node, npm and curl are installed (a failure
+# fails); elsewhere one line saying which are missing, and success.
+e2e-if-tools:
+	@$(e2e_missing); \
+	if [ -n "$$missing" ]; then echo "e2e: skipped (node/npm/curl not found:$$missing); the Go tests ran"; \
+	else $(MAKE) --no-print-directory e2e; fi
+
+# `make e2e` asked for by name fails, saying why, without its tools.
+e2e-tools:
+	@$(e2e_missing); \
+	if [ -n "$$missing" ]; then echo "make e2e: node/npm/curl not found:$$missing (the openai npm client and curl drive the server; install them, or run make test, which skips these tests without them)" >&2; exit 1; fi
 
 # The tiny synthetic model of the end-to-end tests (tiny llama shape,
 # Mistral vocabulary).
@@ -37,7 +60,7 @@ e2e/node_modules/.package-lock.json: e2e/package.json e2e/package-lock.json
 
 # End to end: `ringlm serve` on a free loopback port, driven by the openai
 # npm client and curl (node --test e2e/), then stopped with SIGTERM.
-e2e: model e2e/node_modules/.package-lock.json
+e2e: e2e-tools model e2e/node_modules/.package-lock.json
 	./e2e/run.sh
 
 # Builds the binary and continues a Go prompt with the built-in model

@@ -22,6 +22,7 @@ import (
 
 	"ringlm/engine"
 	"ringlm/gguf"
+	"ringlm/internal/cli"
 	"ringlm/kernels/cuda"
 	"ringlm/model"
 	"ringlm/runner"
@@ -705,8 +706,7 @@ func engParseInts(flagName, s string) ([]int, error) {
 // EngineMain is `ringlm bench engine`; it returns the exit status (0, 1
 // for an error, 2 for bad usage).
 func EngineMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench engine", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.Quiet(flag.NewFlagSet("bench engine", flag.ContinueOnError))
 	modelPath := fs.String("m", "", "GGUF model file (required)")
 	defDevice := os.Getenv("RINGLM_DEVICE")
 	if defDevice == "" {
@@ -724,20 +724,22 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	jsonPath := fs.String("json", "", "also write the rows as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ringlm bench engine -m MODEL.gguf [--device auto|cpu|cuda] [--batch 1,16,64] [--context 128,1024] [--steps N] [--prefill-len 512] [--json FILE]")
-		fmt.Fprintln(stderr, "\nDecode and prefill throughput of the engine on a device, timed on the device clock, with a roofline\n(bytes a decode step moves against the copy bandwidth measured in the same run).\n\nflags:")
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: ringlm bench engine -m MODEL.gguf [--device auto|cpu|cuda] [--batch 1,16,64] [--context 128,1024] [--steps N] [--prefill-len 512] [--json FILE]")
+		fmt.Fprintln(w, "\nDecode and prefill throughput of the engine on a device, timed on the device clock, with a roofline\n(bytes a decode step moves against the copy bandwidth measured in the same run).\n\nflags:")
 		fs.PrintDefaults()
-	}
-	pos, err := rptParseArgs(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		return 2
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ringlm bench engine: "+format+"\n", a...)
 		return 2
+	}
+	pos, err := cli.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		cli.PrintUsage(fs, stdout)
+		return 0
+	}
+	if err != nil {
+		return usage("%v", err)
 	}
 	if len(pos) > 0 {
 		return usage("unexpected argument %q", pos[0])

@@ -199,13 +199,24 @@ func TestEngineUsage(t *testing.T) {
 		{[]string{"-m", path, "--device", "cpu", "--batch", "1", "--context", "2040", "--steps", "4"}, 1, "exceeds the model's context of 2048"},
 		{[]string{"-m", path, "--device", "cpu", "--batch", "1", "--context", "16", "--prefill-len", "4096"}, 1, "--prefill-len 4096"},
 		{[]string{"-m", filepath.Join(t.TempDir(), "none.gguf"), "--device", "cpu"}, 1, "none.gguf"},
-		{[]string{"-h"}, 0, "usage: ringlm bench engine"},
+		{[]string{"-m", path, "--steps", "x"}, 2, `invalid value "x" for flag -steps`},
+		{[]string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := EngineMain(c.args, &stdout, &stderr)
 		if code != c.code || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, stderr.String(), c.code, c.want)
 		}
+		// A usage error is one line, with no usage dump (cmd/ringlm
+		// adds the pointer to -h).
+		if c.code == 2 && (strings.Count(stderr.String(), "\n") != 1 || !strings.HasPrefix(stderr.String(), "ringlm bench engine: ")) {
+			t.Errorf("%q: stderr %q, want one line", c.args, stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := EngineMain([]string{"-h"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "usage: ringlm bench engine") ||
+		!strings.Contains(stdout.String(), "-prefill-len") || stderr.Len() != 0 {
+		t.Errorf("-h: exit %d, stdout %q, stderr %q; want the usage on stdout", code, stdout.String(), stderr.String())
 	}
 }
 

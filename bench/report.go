@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"ringlm/internal/cli"
 )
 
 // `ringlm bench report`: one self-contained HTML page (inline CSS and
@@ -1040,31 +1042,10 @@ func (l *rptLabels) Set(v string) error {
 	return nil
 }
 
-// rptParseArgs parses flags that may come before or after positional
-// arguments and returns the positionals.
-func rptParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
 // ReportMain is `ringlm bench report FILE... [-o report.html]`: it
 // returns the exit status (0, 1 for an error, 2 for bad usage).
 func ReportMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.Quiet(flag.NewFlagSet("bench report", flag.ContinueOnError))
 	out := fs.String("o", "report.html", "output HTML file (- for stdout)")
 	title := fs.String("title", "", "page title (default: ringlm benchmark report)")
 	logX := fs.Bool("log-x", false, "draw the latency distributions on a log x axis")
@@ -1072,20 +1053,22 @@ func ReportMain(args []string, stdout, stderr io.Writer) int {
 	var labels rptLabels
 	fs.Var(&labels, "label", "labels of the runs in order, comma-separated or repeated (default: the file names)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ringlm bench report RESULT.json... [-o report.html] [--label A,B,...] [--title T] [--log-x] [--series model|dir]")
-		fmt.Fprintln(stderr, "\nOne self-contained HTML page comparing `ringlm bench serve` or `vllm bench serve` results.\n\nflags:")
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: ringlm bench report RESULT.json... [-o report.html] [--label A,B,...] [--title T] [--log-x] [--series model|dir]")
+		fmt.Fprintln(w, "\nOne self-contained HTML page comparing `ringlm bench serve` or `vllm bench serve` results.\n\nflags:")
 		fs.PrintDefaults()
-	}
-	files, err := rptParseArgs(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		return 2
 	}
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "ringlm bench report: "+format+"\n", a...)
 		return code
+	}
+	files, err := cli.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		cli.PrintUsage(fs, stdout)
+		return 0
+	}
+	if err != nil {
+		return fail(2, "%v", err)
 	}
 	var paths []string
 	for _, f := range files {

@@ -430,8 +430,14 @@ func TestReportMain(t *testing.T) {
 	if code := ReportMain([]string{"testdata/nothing*.json"}, io.Discard, &stderr); code != 1 {
 		t.Errorf("unmatched glob: exit %d", code)
 	}
-	if code := ReportMain([]string{"-h"}, io.Discard, io.Discard); code != 0 {
-		t.Errorf("-h: exit %d", code)
+	stdout.Reset()
+	stderr.Reset()
+	if code := ReportMain([]string{"-h"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "usage: ringlm bench report") || stderr.Len() != 0 {
+		t.Errorf("-h: exit %d, stdout %q, stderr %q; want the usage on stdout", code, stdout.String(), stderr.String())
+	}
+	stderr.Reset()
+	if code := ReportMain([]string{"x.json", "--log-x=maybe"}, io.Discard, &stderr); code != 2 || stderr.String() != "ringlm bench report: invalid boolean value \"maybe\" for -log-x: parse error\n" {
+		t.Errorf("bad flag value: exit %d, stderr %q; want 2 and one line", code, stderr.String())
 	}
 }
 

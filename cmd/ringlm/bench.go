@@ -46,11 +46,10 @@ func (e benchExit) Error() string {
 
 func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		benchUsage(stderr)
 		return usagef("a subcommand is required: serve, engine or report")
 	}
 	switch args[0] {
-	case "-h", "--help", "help":
+	case "-h", "--help", "-help", "help":
 		benchUsage(stdout)
 		return nil
 	}
@@ -61,12 +60,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		switch code := c.main(args[1:], stdout, stderr); code {
 		case 0:
 			return nil
-		case 2:
-			return usagef("see 'ringlm bench %s -h'", c.name)
+		case 2: // it has printed its one line
+			return subUsageError{"bench " + c.name}
 		default:
 			return benchExit{c.name, code}
 		}
 	}
-	benchUsage(stderr)
 	return usagef("unknown subcommand %q: serve, engine or report", args[0])
 }

@@ -20,7 +20,7 @@ func TestDeviceFlag(t *testing.T) {
 		{"run", "-m", m, "-p", "hi", "--device", "cuda", "--kv-type", "f32"},
 		{"serve", "-m", m, "--port", "0", "--device", "cuda", "--kv-type", "f32"},
 	} {
-		if code, _, e := runCmd(t, args...); code != 2 || !strings.Contains(e, "--") || strings.Count(e, "\n") != 1 {
+		if code, _, e := runCmd(t, args...); code != 2 || !strings.Contains(e, "--") || strings.Count(e, "\n") != 2 || !strings.HasSuffix(e, " -h' for usage.\n") {
 			t.Errorf("%v: code %d, stderr %q", args, code, e)
 		}
 	}

@@ -1,11 +1,15 @@
 // Command ringlm is the one binary of the ringlm inference engine. Its
 // subcommands are the commands table in main.go, one file each: synth,
-// show, tokenize, run, serve, bench (serve, engine, report) and
-// perplexity; run, serve, bench engine and perplexity load their model
-// through package runner. run with no -p and a terminal on stdin opens a
-// chat (repl.go). Flags may follow positional arguments. Errors print as
-// one line, `ringlm <cmd>: <error>`, with exit status 1 (2 for usage
-// errors); nothing a user or a file supplies can cause a panic.
+// show, tokenize, run, serve, bench (serve, engine, report), perplexity
+// and version; run, serve, bench engine and perplexity load their model
+// through package runner, and run, serve, show and tokenize use the
+// built-in model when no -m or file is given. run with no -p and a
+// terminal on stdin opens a chat (repl.go). Flags may follow positional
+// arguments. Errors print as one line, `ringlm <cmd>: <error>`, with exit
+// status 1; a usage error (a bad flag or value) is that line and a
+// pointer to `ringlm <cmd> -h`, with status 2, and -h prints the usage
+// on stdout (package internal/cli). Nothing a user or a file supplies can
+// cause a panic.
 //
 // Signals: ^C or SIGTERM stops run's generation, which then prints its
 // stats and exits 128 + the signal (130 for ^C); in run's chat, ^C stops
@@ -21,6 +25,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"ringlm/internal/cli"
 )
 
 type command struct {
@@ -36,17 +42,22 @@ var commands = map[string]command{
 	"serve":      {"serve the OpenAI-compatible and native HTTP API (see serve -h)", runServe},
 	"bench":      {"benchmark a server (bench serve), the engine (bench engine) or render results (bench report)", runBench},
 	"perplexity": {"perplexity of a model on a text file, computed as llama.cpp's llama-perplexity", runPerplexity},
+	"version":    {"print the version, the commit it was built from, the Go version, and whether the CUDA device loads", runVersion},
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: ringlm <command> [flags] [args]")
-	fmt.Fprintln(w, "\ncommands:")
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
+	return names
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: ringlm <command> [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, n := range commandNames() {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'ringlm <command> -h' for a command's flags.")
@@ -57,28 +68,40 @@ func main() {
 }
 
 // run executes one command line and returns the exit status. Errors are
-// printed as one line: no stack traces for bad input.
+// printed as one line: no stack traces for bad input. A usage error (a
+// bad flag or value, a missing argument) is followed by a pointer to the
+// command's -h, with status 2, and no usage dump.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "ringlm: unknown command %q\n", args[0])
+	if len(args) == 0 {
 		usage(stderr)
 		return 2
 	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		usage(stdout)
+		return 0
+	case "--version", "-version":
+		args = append([]string{"version"}, args[1:]...)
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "ringlm: unknown command %q (%s)\nRun 'ringlm -h' for usage.\n", args[0], strings.Join(commandNames(), ", "))
+		return 2
+	}
 	if err := c.run(args[1:], stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		var he helpRequest
+		if errors.As(err, &he) {
+			cli.PrintUsage(he.fs, stdout)
 			return 0
 		}
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "ringlm %s: %s\n", args[0], ue.msg)
+			fmt.Fprintf(stderr, "ringlm %s: %s\nRun 'ringlm %s -h' for usage.\n", args[0], oneLine(ue.msg), args[0])
+			return 2
+		}
+		var se subUsageError
+		if errors.As(err, &se) {
+			fmt.Fprintf(stderr, "Run 'ringlm %s -h' for usage.\n", se.cmd)
 			return 2
 		}
 		fmt.Fprintf(stderr, "ringlm %s: %s\n", args[0], oneLine(err.Error()))
@@ -91,43 +114,54 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// usageError is bad usage of a command (a bad flag or value, a missing
+// argument): exit status 2 and a pointer to its -h.
 type usageError struct{ msg string }
 
 func (u usageError) Error() string { return u.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
+// subUsageError is bad usage that a subcommand has already reported in
+// its own line (bench serve, engine, report): only the pointer to its -h
+// is left to print.
+type subUsageError struct{ cmd string }
+
+func (s subUsageError) Error() string { return "usage: ringlm " + s.cmd }
+
+// helpRequest is -h or --help: fs's usage goes to stdout, status 0.
+type helpRequest struct{ fs *flag.FlagSet }
+
+func (helpRequest) Error() string { return flag.ErrHelp.Error() }
+
+func (helpRequest) Is(target error) bool { return target == flag.ErrHelp }
+
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // parseFlags parses flags that may come before or after positional
-// arguments (ringlm show FILE --json) and returns the positionals.
+// arguments (ringlm show FILE --json) and returns the positionals. Its
+// errors are a helpRequest or a usageError, which run reports.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageError{err.Error()}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+	pos, err := cli.Parse(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, helpRequest{fs}
+	case err != nil:
+		return nil, usageError{err.Error()}
 	}
+	return pos, nil
 }
 
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: ringlm %s\n\nflags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
+// newFlagSet returns a command's flag set; it prints nothing itself
+// (parseFlags and run do), and its usage is the synopsis and the flags.
+func newFlagSet(name, synopsis string) *flag.FlagSet {
+	return cli.NewFlagSet(name, func(fs *flag.FlagSet, w io.Writer) {
+		fmt.Fprintf(w, "usage: ringlm %s\n", synopsis)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprint(w, "\nflags:\n")
+			fs.PrintDefaults()
+		}
+	})
 }

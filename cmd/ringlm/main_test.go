@@ -32,7 +32,9 @@ func TestSynthThenShow(t *testing.T) {
 	}
 	var s struct {
 		Params  uint64
-		Hparams struct{ Arch string }
+		Hparams struct {
+			Arch string `json:"architecture"`
+		}
 		Tensors []struct {
 			Name  string
 			Type  string
@@ -112,7 +114,7 @@ func TestShowMalformed(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"nope"}, {"show"}, {"synth"}, {"synth", "-o", "x", "--type", "q3"}, {"synth", "-o", "x", "--preset", "gpt5"}} {
+	for _, args := range [][]string{{"nope"}, {"show", "a", "b"}, {"synth"}, {"synth", "-o", "x", "--type", "q3"}, {"synth", "-o", "x", "--preset", "gpt5"}} {
 		if code, _, _ := runCmd(t, args...); code == 0 {
 			t.Errorf("%v: exit 0", args)
 		}

@@ -61,7 +61,7 @@ func cfloat(prec int, x float64) string {
 }
 
 func perplexityWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("perplexity", "perplexity -m FILE --text FILE|- [--ctx N] [--chunks K] [--kv-type f16|f32] [--json]", stderr)
+	fs := newFlagSet("perplexity", "perplexity -m FILE --text FILE|- [--ctx N] [--chunks K] [--kv-type f16|f32] [--json]")
 	modelPath := fs.String("m", "", "GGUF model file (required)")
 	var textPath string
 	fs.StringVar(&textPath, "text", "", "text file to score, - for stdin (required)")

@@ -30,7 +30,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 // terminal, where no -p opens the interactive chat (repl.go) as
 // `ollama run` does, instead of reading the prompt to EOF.
 func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "run [-m FILE] [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--chat-template NAME]] [--device auto|cpu|cuda]\n\nWith no -p and a terminal on stdin, run opens a chat: /clear, /bye, Ctrl-D; Ctrl-C stops an answer.", stderr)
+	fs := newFlagSet("run", "run [-m FILE] [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--chat-template NAME]] [--device auto|cpu|cuda]\n\nWith no -p and a terminal on stdin, run opens a chat: /clear, /bye, Ctrl-D; Ctrl-C stops an answer.")
 	modelPath := fs.String("m", "", "GGUF model file (default: the built-in "+models.DefaultName+" model, a small Go-code completer)")
 	prompt := fs.String("p", "", "prompt (default: read from stdin; a terminal on stdin opens the interactive chat)")
 	n := fs.Int("n", 128, "tokens to generate at most; stops at the context's end (interactive chat: up to the context's end unless given)")

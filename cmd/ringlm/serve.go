@@ -44,7 +44,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 // drain waits for running requests, which may be long.
 func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr string), force <-chan os.Signal) error {
 	cfg := httpapi.DefaultConfig()
-	fs := newFlagSet("serve", "serve -m FILE [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)", stderr)
+	fs := newFlagSet("serve", "serve -m FILE [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)")
 	if err := cfg.Register(fs, os.Getenv); err != nil {
 		return usageError{err.Error()}
 	}

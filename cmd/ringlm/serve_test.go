@@ -130,9 +130,11 @@ func TestServeUsage(t *testing.T) {
 	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf", "--kv-type", "q4"); code != 2 || !strings.Contains(errOut, "kv-type") {
 		t.Errorf("bad kv type: %d %q", code, errOut)
 	}
-	// A host without a scheme is the likely slip: one line naming the flag.
+	// A host without a scheme is the likely slip: one line naming the flag,
+	// and the pointer to -h every usage error has.
 	if code, _, errOut := runCmd(t, "serve", "-m", "x.gguf", "--cors-origins", "localhost:3000"); code != 2 ||
-		!strings.Contains(errOut, "--cors-origins") || !strings.Contains(errOut, "http://localhost:3000") || strings.Count(errOut, "\n") != 1 {
+		!strings.Contains(errOut, "--cors-origins") || !strings.Contains(errOut, "http://localhost:3000") || strings.Count(errOut, "\n") != 2 ||
+		!strings.HasSuffix(errOut, "Run 'ringlm serve -h' for usage.\n") {
 		t.Errorf("bad CORS origin: %d %q", code, errOut)
 	}
 	t.Setenv("RINGLM_CORS_ORIGINS", "https://app.example.org/chat")

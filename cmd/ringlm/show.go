@@ -8,24 +8,29 @@ import (
 	"text/tabwriter"
 
 	"ringlm/gguf"
+	"ringlm/models"
 )
 
 func runShow(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("show", "show FILE [--json]", stderr)
-	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	fs := newFlagSet("show", "show [FILE] [--json]  (no FILE: the built-in "+models.DefaultName+" model)")
+	asJSON := fs.Bool("json", false, "print JSON instead of tables (snake_case keys; metadata under its GGUF key names)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
+	if len(pos) > 1 {
 		return usagef("expected one GGUF file, got %d arguments", len(pos))
 	}
-	f, err := gguf.Open(pos[0])
+	var path string
+	if len(pos) == 1 {
+		path = pos[0]
+	}
+	f, err := openGGUF(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	s := summarize(pos[0], f)
+	s := summarize(path, f)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -33,6 +38,20 @@ func runShow(args []string, stdout, stderr io.Writer) error {
 	}
 	printSummary(stdout, s)
 	return nil
+}
+
+// openGGUF opens the GGUF file at path, or the built-in model's image
+// (package models) when path is "", as runner.Open does: `show` and
+// `tokenize` default to the model that `run` and `serve` use.
+func openGGUF(path string) (*gguf.File, error) {
+	if path != "" {
+		return gguf.Open(path) // its errors name the file
+	}
+	f, err := gguf.Parse(models.Default())
+	if err != nil {
+		return nil, fmt.Errorf("the built-in model %s: %w", models.DefaultName, err)
+	}
+	return f, nil
 }
 
 type showTensor struct {
@@ -50,15 +69,49 @@ type showValue struct {
 	Head  any    `json:"head,omitempty"`  // the first elements of long arrays
 }
 
+// showHparams is gguf.Hparams under the names of the GGUF keys they come
+// from (<arch>.context_length is context_length, rope.freq_base is
+// rope_freq_base), snake_case as every other key of show --json.
+type showHparams struct {
+	Architecture        string  `json:"architecture"`
+	Name                string  `json:"name,omitempty"`
+	FileType            uint32  `json:"file_type"`
+	ContextLength       uint32  `json:"context_length"`
+	EmbeddingLength     uint32  `json:"embedding_length"`
+	BlockCount          uint32  `json:"block_count"`
+	FeedForwardLength   uint32  `json:"feed_forward_length"`
+	HeadCount           uint32  `json:"head_count"`
+	HeadCountKV         uint32  `json:"head_count_kv"`
+	KeyLength           uint32  `json:"key_length"`
+	ValueLength         uint32  `json:"value_length"`
+	RopeDimensionCount  uint32  `json:"rope_dimension_count"`
+	RopeFreqBase        float32 `json:"rope_freq_base"`
+	RopeScalingType     string  `json:"rope_scaling_type,omitempty"`
+	RopeScalingFactor   float32 `json:"rope_scaling_factor,omitempty"`
+	RopeScalingOrigCtx  uint32  `json:"rope_scaling_original_context_length,omitempty"`
+	LayerNormRMSEpsilon float32 `json:"layer_norm_rms_epsilon"`
+	VocabSize           uint32  `json:"vocab_size"`
+}
+
+func newShowHparams(h gguf.Hparams) *showHparams {
+	return &showHparams{Architecture: h.Arch, Name: h.Name, FileType: h.FileType, ContextLength: h.ContextLength,
+		EmbeddingLength: h.EmbeddingLength, BlockCount: h.BlockCount, FeedForwardLength: h.FeedForwardLength,
+		HeadCount: h.HeadCount, HeadCountKV: h.HeadCountKV, KeyLength: h.KeyLength, ValueLength: h.ValueLength,
+		RopeDimensionCount: h.RopeDimension, RopeFreqBase: h.RopeFreqBase, RopeScalingType: h.RopeScalingType,
+		RopeScalingFactor: h.RopeScalingFactor, RopeScalingOrigCtx: h.RopeOrigContext,
+		LayerNormRMSEpsilon: h.NormEpsilon, VocabSize: h.VocabSize}
+}
+
 type showSummary struct {
-	File       string               `json:"file"`
+	File       string               `json:"file"`    // the path; the embedded file's name for the built-in model
+	BuiltIn    bool                 `json:"builtin"` // the model embedded in the binary
 	Size       uint64               `json:"size"`
 	Version    uint32               `json:"version"`
 	Alignment  uint64               `json:"alignment"`
 	DataOffset uint64               `json:"data_offset"`
 	Params     uint64               `json:"params"`
 	TensorData uint64               `json:"tensor_bytes"`
-	Hparams    *gguf.Hparams        `json:"hparams,omitempty"`
+	Hparams    *showHparams         `json:"hparams,omitempty"`
 	HparamsErr string               `json:"hparams_error,omitempty"`
 	Metadata   map[string]showValue `json:"metadata"`
 	keys       []string
@@ -70,9 +123,12 @@ const arrayPreview = 16
 func summarize(path string, f *gguf.File) *showSummary {
 	s := &showSummary{File: path, Size: f.Size, Version: f.Version, Alignment: f.Alignment, DataOffset: f.DataOffset,
 		Metadata: map[string]showValue{}}
+	if path == "" {
+		s.File, s.BuiltIn = models.DefaultFile, true
+	}
 	if _, ok := f.Get("general.architecture"); ok {
 		if h, err := f.Hparams(); err == nil {
-			s.Hparams = &h
+			s.Hparams = newShowHparams(h)
 		} else {
 			s.HparamsErr = err.Error()
 		}
@@ -137,10 +193,14 @@ func headOf(raw any, n int) any {
 
 func printSummary(w io.Writer, s *showSummary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "file\t%s (%s, GGUF v%d, alignment %d)\n", s.File, humanBytes(s.Size), s.Version, s.Alignment)
+	builtIn := ""
+	if s.BuiltIn {
+		builtIn = ", built into ringlm"
+	}
+	fmt.Fprintf(tw, "file\t%s (%s%s, GGUF v%d, alignment %d)\n", s.File, humanBytes(s.Size), builtIn, s.Version, s.Alignment)
 	fmt.Fprintf(tw, "parameters\t%s (%d) in %d tensors, %s of tensor data\n", humanCount(s.Params), s.Params, len(s.Tensors), humanBytes(s.TensorData))
 	if h := s.Hparams; h != nil {
-		fmt.Fprintf(tw, "architecture\t%s\n", h.Arch)
+		fmt.Fprintf(tw, "architecture\t%s\n", h.Architecture)
 		if h.Name != "" {
 			fmt.Fprintf(tw, "name\t%s\n", h.Name)
 		}
@@ -150,12 +210,12 @@ func printSummary(w io.Writer, s *showSummary) {
 		fmt.Fprintf(tw, "layers\t%d\n", h.BlockCount)
 		fmt.Fprintf(tw, "attention heads\t%d (kv %d), head dim %d\n", h.HeadCount, h.HeadCountKV, h.KeyLength)
 		fmt.Fprintf(tw, "feed forward length\t%d\n", h.FeedForwardLength)
-		rope := fmt.Sprintf("base %g, %d dims", h.RopeFreqBase, h.RopeDimension)
+		rope := fmt.Sprintf("base %g, %d dims", h.RopeFreqBase, h.RopeDimensionCount)
 		if h.RopeScalingType != "" {
 			rope += fmt.Sprintf(", scaling %s ×%g", h.RopeScalingType, h.RopeScalingFactor)
 		}
 		fmt.Fprintf(tw, "rope\t%s\n", rope)
-		fmt.Fprintf(tw, "rms norm epsilon\t%g\n", h.NormEpsilon)
+		fmt.Fprintf(tw, "rms norm epsilon\t%g\n", h.LayerNormRMSEpsilon)
 		fmt.Fprintf(tw, "vocabulary\t%d\n", h.VocabSize)
 	} else if s.HparamsErr != "" {
 		fmt.Fprintf(tw, "hyper-parameters\tunreadable: %s\n", s.HparamsErr)

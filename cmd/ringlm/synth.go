@@ -12,7 +12,7 @@ import (
 )
 
 func runSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("synth", "synth --preset P [--arch A] -o FILE [--type f32|f16|bf16|q8_0] [--seed N] [--tokenizer tokenizer.json] [--weights model.safetensors] [--vocab-only]", stderr)
+	fs := newFlagSet("synth", "synth --preset P [--arch A] -o FILE [--type f32|f16|bf16|q8_0] [--seed N] [--tokenizer tokenizer.json] [--weights model.safetensors] [--vocab-only]")
 	preset := fs.String("preset", "tiny", "shape preset: "+strings.Join(synth.PresetNames(), ", "))
 	arch := fs.String("arch", "", "architecture: llama (also mistral), qwen2, phi3; tiny defaults to llama, other presets fix their own")
 	out := fs.String("o", "", "output GGUF file (required)")

@@ -9,12 +9,14 @@ import (
 	"strings"
 
 	"ringlm/gguf"
+	"ringlm/models"
 	"ringlm/tokenizer"
 )
 
-// loadTokenizer opens a GGUF file and builds its tokenizer.
+// loadTokenizer opens a GGUF file ("" = the built-in model) and builds its
+// tokenizer.
 func loadTokenizer(path string) (*tokenizer.Tokenizer, *gguf.File, error) {
-	f, err := gguf.Open(path)
+	f, err := openGGUF(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -23,6 +25,9 @@ func loadTokenizer(path string) (*tokenizer.Tokenizer, *gguf.File, error) {
 		return t, f, nil
 	}
 	f.Close()
+	if path == "" {
+		path = "the built-in model " + models.DefaultName
+	}
 	return nil, nil, fmt.Errorf("%s: %w", path, err)
 }
 
@@ -34,17 +39,14 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 const maxJSONLLine = 64 << 20
 
 func tokenizeWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("tokenize", "tokenize -m FILE [--jsonl] [--literal] [--add-special] [TEXT]", stderr)
-	model := fs.String("m", "", "GGUF model or vocabulary file (required)")
+	fs := newFlagSet("tokenize", "tokenize [-m FILE] [--jsonl] [--literal] [--add-special] [TEXT | stdin]")
+	model := fs.String("m", "", "GGUF model or vocabulary file (default: the built-in "+models.DefaultName+" model's vocabulary)")
 	jsonl := fs.Bool("jsonl", false, `read {"text": "..."} lines on stdin, write {"ids": [...]} lines (no special tokens added, none parsed)`)
 	literal := fs.Bool("literal", false, "take special-token strings in the text literally instead of matching them")
 	addSpecial := fs.Bool("add-special", false, "add BOS/EOS as the vocabulary asks")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
-	}
-	if *model == "" {
-		return usagef("-m FILE is required")
 	}
 	tok, f, err := loadTokenizer(*model)
 	if err != nil {
