@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ringlm/ringbuf"
@@ -68,6 +68,8 @@ type Executor struct {
 	lim       Limits
 
 	notify   chan struct{} // host -> device: submit records were published
+	parked   atomic.Bool   // waiting for notify (tests)
+	parks    atomic.Uint64 // times it parked (tests)
 	doorbell chan struct{} // device -> host: completions were published
 	done     chan struct{}
 	err      error
@@ -180,10 +182,6 @@ func (x *Executor) ring() {
 	}
 }
 
-// idle is how long the executor sleeps between looks at an empty submit
-// ring when no doorbell arrives (a safety net; Notify wakes it at once).
-const idle = 10 * time.Millisecond
-
 // spinFor is how long the executor polls an empty submit ring before it
 // parks: the host usually has the next step queued within microseconds, and
 // a futex wake-up per step costs more than the poll.
@@ -202,8 +200,6 @@ func (x *Executor) spin() bool {
 
 func (x *Executor) run() error {
 	var rec ringbuf.SubmitRecord
-	timer := time.NewTimer(idle)
-	defer timer.Stop()
 	held := false // records executed but not yet released
 	for {
 		if _, ok := x.arena.NextSubmit(&rec); !ok {
@@ -215,11 +211,20 @@ func (x *Executor) run() error {
 			if x.spin() {
 				continue
 			}
-			timer.Reset(idle)
+			// Park until Notify, with no timer: the host notifies after
+			// every publish, and a signal sent while we looked is kept in
+			// the channel, so none is lost and an idle device costs nothing.
+			// A signal left from records already executed would wake the
+			// park at once: drop it and look once more.
 			select {
 			case <-x.notify:
-			case <-timer.C:
+				continue
+			default:
 			}
+			x.parked.Store(true)
+			x.parks.Add(1)
+			<-x.notify
+			x.parked.Store(false)
 			continue
 		}
 		x.emitted = false
