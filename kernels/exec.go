@@ -563,6 +563,10 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 				top = x.top
 			}
 		} else {
+			if !anyFinite(ent.Logits) {
+				x.failEntry(r.ID, uint32(ent.Slot), ringbuf.CodeNonFinite, uint32(s.pos))
+				continue
+			}
 			// res.Top aliases the sampler's memory, which stays untouched
 			// until its next Sample: after the records below are written.
 			res := s.sampler.Sample(ent.Logits, s.pos)
@@ -606,6 +610,20 @@ func (x *Executor) emitTop(id uint64, slot uint32, top []sample.TokenLogprob) {
 		}
 		x.emit(&c)
 	}
+}
+
+// anyFinite reports whether a row holds a logit that is neither NaN nor
+// ±Inf (v-v is 0 only for those). A row without one (NaN weights, an
+// overflow) is no distribution: the sampler would answer token 0 as if
+// it had been chosen, so the entry fails with NON_FINITE instead. A
+// sound row answers at its first logit.
+func anyFinite(logits []float32) bool {
+	for _, v := range logits {
+		if v-v == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(s []int32, t int32) bool {
