@@ -65,7 +65,8 @@
 // closes the slot; tokens the device already sampled for it are dropped,
 // and its blocks return at SLOT_CLOSED. An ERROR record for a sequence
 // ends its stream with ErrDevice (when the CUDA kernel dies, its Go side
-// answers one for every live sequence).
+// answers one for every live sequence), or with ErrNonFinite when its
+// logits held no finite value (NON_FINITE: a broken model).
 //
 // # Streaming
 //

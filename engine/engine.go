@@ -109,6 +109,10 @@ var (
 	ErrClosed    = errors.New("engine: closed")
 	ErrTooLong   = errors.New("engine: request exceeds the context or KV memory")
 	ErrDevice    = errors.New("engine: device error")
+	// ErrNonFinite ends a request whose logits held no finite value (NaN
+	// weights, an overflow): the model is broken, not the request. The
+	// stream's error names the position.
+	ErrNonFinite = errors.New("engine: the model produced non-finite logits (NaN/Inf)")
 	// ErrDeviceLimit: the request asks for more than a device takes (the
 	// ringbuf Max* limits); Submit returns it as a *LimitError.
 	ErrDeviceLimit = errors.New("engine: request exceeds a device limit")

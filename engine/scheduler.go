@@ -315,7 +315,11 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		}
 		if !s.closing {
 			s.state = Failed
-			e.endStream(s, FinishError, errorf("%w: %s (detail %d)", ErrDevice, c.Code, c.Detail))
+			err := errorf("%w: %s (detail %d)", ErrDevice, c.Code, c.Detail)
+			if c.Code == ringbuf.CodeNonFinite {
+				err = errorf("%w at position %d", ErrNonFinite, c.Detail)
+			}
+			e.endStream(s, FinishError, err)
 			e.countDone(true)
 		}
 		switch {
