@@ -4,7 +4,10 @@
 // the host side of the ring protocol (ringbuf/PROTOCOL.md): one loop
 // goroutine writes steps into the submit ring of a ringbuf.Arena and turns
 // the device's completions into tokens on each request's Stream. It runs
-// no model: a Device (kernels/cpu, kernels/cuda, kernels/null) does.
+// no model: a Device (kernels/cpu, kernels/cuda, kernels/null) does. The
+// loop spins briefly while a step is in flight, polls every 2 ms while
+// the device owes it an answer, and otherwise parks on the device's
+// doorbell and Submit with no timer: an idle engine costs no CPU.
 //
 // Files answer one question each: sequence.go (a request's state and its
 // Stream), blocks.go (KV blocks), scheduler.go (the loop: completions,
@@ -65,7 +68,8 @@
 // closes the slot; tokens the device already sampled for it are dropped,
 // and its blocks return at SLOT_CLOSED. An ERROR record for a sequence
 // ends its stream with ErrDevice (when the CUDA kernel dies, its Go side
-// answers one for every live sequence).
+// answers one for every live sequence), or with ErrNonFinite when its
+// logits held no finite value (NON_FINITE: a broken model).
 //
 // # Streaming
 //

@@ -24,8 +24,11 @@ type Device interface {
 	Start(a *ringbuf.Arena) error
 	// Notify tells the device that submit records were published.
 	Notify()
-	// Doorbell is signalled when completions were published (the engine
-	// also polls, so a device may signal sparingly).
+	// Doorbell is signalled when completions were published. The engine
+	// also polls while the device owes it an answer (a step, a close, a
+	// stop), so a device may signal those sparingly; but when nothing is
+	// owed the engine parks on Doorbell and Submit alone, so a record the
+	// device publishes unasked (a fault responder's) must ring it.
 	Doorbell() <-chan struct{}
 	// Wait returns after the device answered STOP (or failed).
 	Wait() error
@@ -106,6 +109,10 @@ var (
 	ErrClosed    = errors.New("engine: closed")
 	ErrTooLong   = errors.New("engine: request exceeds the context or KV memory")
 	ErrDevice    = errors.New("engine: device error")
+	// ErrNonFinite ends a request whose logits held no finite value (NaN
+	// weights, an overflow): the model is broken, not the request. The
+	// stream's error names the position.
+	ErrNonFinite = errors.New("engine: the model produced non-finite logits (NaN/Inf)")
 	// ErrDeviceLimit: the request asks for more than a device takes (the
 	// ringbuf Max* limits); Submit returns it as a *LimitError.
 	ErrDeviceLimit = errors.New("engine: request exceeds a device limit")
@@ -204,6 +211,12 @@ type Engine struct {
 
 	closingSeen            bool // Close was called (as of the last takeInbox)
 	pubRunning, pubWaiting int  // queue lengths last copied into stats
+
+	// The loop parks on its channels alone when idle; parked says it does
+	// now, parks counts the times (the tests' evidence that an idle
+	// engine wakes for nothing).
+	parked atomic.Bool
+	parks  atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error

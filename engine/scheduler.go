@@ -14,7 +14,8 @@ import (
 // drains completions, takes new requests and cancellations, and keeps up
 // to PipelineDepth steps queued on the device.
 
-// pollEvery bounds how long the loop sleeps without a doorbell.
+// pollEvery bounds how long the loop sleeps without a doorbell while the
+// device owes it an answer (owed); an idle loop parks without a timer.
 const pollEvery = 2 * time.Millisecond
 
 func (e *Engine) loop() {
@@ -82,11 +83,63 @@ func (e *Engine) loop() {
 		if e.inflight > 0 && e.spin() {
 			continue
 		}
-		timer.Reset(pollEvery)
+		if e.owed() {
+			timer.Reset(pollEvery)
+			select {
+			case <-e.dev.Doorbell():
+			case <-e.wake:
+			case <-timer.C:
+			}
+			continue
+		}
+		// Idle: the device owes nothing, so only Submit, a cancel, Close,
+		// SetTracer (wake) or a device that answers unasked (a fault's
+		// responder rings) can make work. A signal left from work already
+		// done would wake the park at once: drop it and look once more.
+		if e.dropSignals() {
+			continue
+		}
+		e.parked.Store(true)
+		e.parks.Add(1)
 		select {
 		case <-e.dev.Doorbell():
 		case <-e.wake:
-		case <-timer.C:
+		}
+		e.parked.Store(false)
+	}
+}
+
+// owed reports whether the device owes the loop something it may not
+// ring the doorbell for: the answer to a step, a CLOSE_SLOT or a STOP,
+// room in the submit ring (CLOSE_SLOTs waiting for it), the consumption
+// a failed OPEN's fence waits for, or records not yet consumed. While it
+// does, the loop also polls every pollEvery; when it does not, it parks
+// without a timer, so an idle server costs no CPU.
+func (e *Engine) owed() bool {
+	if e.inflight > 0 || len(e.ctrl) > 0 || len(e.fences) > 0 || (e.closingSeen && !e.stopped) ||
+		e.arena.Submit.Produced() != e.arena.Submit.Consumed() {
+		return true
+	}
+	for _, s := range e.running {
+		if s.closing {
+			return true // its SLOT_CLOSED
+		}
+	}
+	return false
+}
+
+// dropSignals empties the doorbell and wake channels and reports whether
+// either held a signal.
+func (e *Engine) dropSignals() bool {
+	got := false
+	for {
+		select {
+		case <-e.dev.Doorbell():
+			got = true
+		case <-e.wake:
+			got = true
+		default:
+			return got
 		}
 	}
 }
@@ -262,7 +315,11 @@ func (e *Engine) handle(c *ringbuf.Completion) {
 		}
 		if !s.closing {
 			s.state = Failed
-			e.endStream(s, FinishError, errorf("%w: %s (detail %d)", ErrDevice, c.Code, c.Detail))
+			err := errorf("%w: %s (detail %d)", ErrDevice, c.Code, c.Detail)
+			if c.Code == ringbuf.CodeNonFinite {
+				err = errorf("%w at position %d", ErrNonFinite, c.Detail)
+			}
+			e.endStream(s, FinishError, err)
 			e.countDone(true)
 		}
 		switch {

@@ -183,8 +183,13 @@ func (f *File) Hparams() (Hparams, error) {
 	if err := first(e[:]...); err != nil {
 		return h, err
 	}
-	if h.HeadCount == 0 || h.EmbeddingLength == 0 || h.BlockCount == 0 {
-		return h, fmt.Errorf("gguf: %s: head_count, embedding_length and block_count must be positive: %w", h.Arch, ErrInvalid)
+	for _, p := range [...]struct {
+		key string
+		v   uint32
+	}{{"attention.head_count", h.HeadCount}, {"embedding_length", h.EmbeddingLength}, {"block_count", h.BlockCount}} {
+		if p.v == 0 {
+			return h, fmt.Errorf("gguf: %s = 0, want at least 1: %w", a(p.key), ErrInvalid)
+		}
 	}
 	h.HeadCountKV, e[7] = Optional(f, a("attention.head_count_kv"), f.Uint32, h.HeadCount)
 	h.KeyLength, e[8] = Optional(f, a("attention.key_length"), f.Uint32, h.EmbeddingLength/h.HeadCount)
@@ -201,7 +206,8 @@ func (f *File) Hparams() (Hparams, error) {
 	}
 	h.RopeFreqBase, h.RopeScalingFactor, h.NormEpsilon = float32(base), float32(factor), float32(eps)
 	if h.HeadCountKV == 0 || h.HeadCount%h.HeadCountKV != 0 {
-		return h, fmt.Errorf("gguf: %s: head_count %d is not a multiple of head_count_kv %d: %w", h.Arch, h.HeadCount, h.HeadCountKV, ErrInvalid)
+		return h, fmt.Errorf("gguf: %s = %d does not divide %s = %d: %w", a("attention.head_count_kv"), h.HeadCountKV,
+			a("attention.head_count"), h.HeadCount, ErrInvalid)
 	}
 	vs, err := Optional(f, a("vocab_size"), f.Uint32, 0)
 	if err != nil {

@@ -12,8 +12,10 @@
 // Records that answer nothing (a successful OPEN or GRANT) are released
 // with the next one that does, and completions are published once per
 // answering record, so a step costs one release store on each ring.
-// Doorbell channels wake either side; both also poll, so a lost signal
-// costs at most a few milliseconds.
+// Doorbell channels wake either side, buffered so that a signal sent
+// while the other side looks is kept, never lost. The executor parks on
+// Notify with no timer when the submit ring is empty, so an idle device
+// costs no CPU: a host must Notify after every publish.
 //
 // The devices:
 //   - kernels/cpu: the Backend is the reference forward pass of package

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ringlm/ringbuf"
@@ -68,6 +68,8 @@ type Executor struct {
 	lim       Limits
 
 	notify   chan struct{} // host -> device: submit records were published
+	parked   atomic.Bool   // waiting for notify (tests)
+	parks    atomic.Uint64 // times it parked (tests)
 	doorbell chan struct{} // device -> host: completions were published
 	done     chan struct{}
 	err      error
@@ -180,10 +182,6 @@ func (x *Executor) ring() {
 	}
 }
 
-// idle is how long the executor sleeps between looks at an empty submit
-// ring when no doorbell arrives (a safety net; Notify wakes it at once).
-const idle = 10 * time.Millisecond
-
 // spinFor is how long the executor polls an empty submit ring before it
 // parks: the host usually has the next step queued within microseconds, and
 // a futex wake-up per step costs more than the poll.
@@ -202,8 +200,6 @@ func (x *Executor) spin() bool {
 
 func (x *Executor) run() error {
 	var rec ringbuf.SubmitRecord
-	timer := time.NewTimer(idle)
-	defer timer.Stop()
 	held := false // records executed but not yet released
 	for {
 		if _, ok := x.arena.NextSubmit(&rec); !ok {
@@ -215,11 +211,20 @@ func (x *Executor) run() error {
 			if x.spin() {
 				continue
 			}
-			timer.Reset(idle)
+			// Park until Notify, with no timer: the host notifies after
+			// every publish, and a signal sent while we looked is kept in
+			// the channel, so none is lost and an idle device costs nothing.
+			// A signal left from records already executed would wake the
+			// park at once: drop it and look once more.
 			select {
 			case <-x.notify:
-			case <-timer.C:
+				continue
+			default:
 			}
+			x.parked.Store(true)
+			x.parks.Add(1)
+			<-x.notify
+			x.parked.Store(false)
 			continue
 		}
 		x.emitted = false
@@ -558,6 +563,10 @@ func (x *Executor) step(r *ringbuf.SubmitRecord) {
 				top = x.top
 			}
 		} else {
+			if !anyFinite(ent.Logits) {
+				x.failEntry(r.ID, uint32(ent.Slot), ringbuf.CodeNonFinite, uint32(s.pos))
+				continue
+			}
 			// res.Top aliases the sampler's memory, which stays untouched
 			// until its next Sample: after the records below are written.
 			res := s.sampler.Sample(ent.Logits, s.pos)
@@ -601,6 +610,20 @@ func (x *Executor) emitTop(id uint64, slot uint32, top []sample.TokenLogprob) {
 		}
 		x.emit(&c)
 	}
+}
+
+// anyFinite reports whether a row holds a logit that is neither NaN nor
+// ±Inf (v-v is 0 only for those). A row without one (NaN weights, an
+// overflow) is no distribution: the sampler would answer token 0 as if
+// it had been chosen, so the entry fails with NON_FINITE instead. A
+// sound row answers at its first logit.
+func anyFinite(logits []float32) bool {
+	for _, v := range logits {
+		if v-v == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(s []int32, t int32) bool {

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -12,6 +13,12 @@ import (
 // ErrUnknownArch is wrapped when general.architecture names a model this
 // package cannot run.
 var ErrUnknownArch = errors.New("unsupported architecture")
+
+// ErrHparam is wrapped when a hyperparameter is outside the values the
+// forward pass is defined for (a NaN or non-positive RoPE base or norm
+// epsilon, a zero size): such a model would load and then answer NaN
+// logits, so Load refuses it, naming the key and its value.
+var ErrHparam = errors.New("hyperparameter out of its domain")
 
 // RopeStyle says which dimensions RoPE rotates together, as llama.cpp
 // defines it per architecture.
@@ -113,14 +120,18 @@ func Load(f *gguf.File) (*Model, error) {
 	if h.ValueLength != h.KeyLength {
 		return nil, fmt.Errorf("model: key length %d differs from value length %d", h.KeyLength, h.ValueLength)
 	}
-	if c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 || c.HeadDim%2 != 0 {
-		return nil, fmt.Errorf("model: rope dimension %d does not fit head dimension %d", c.RopeDim, c.HeadDim)
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	switch h.RopeScalingType {
 	case "", "none":
 	case "linear":
-		if h.RopeScalingFactor > 0 {
-			c.RopeScale = 1 / h.RopeScalingFactor
+		// Absent or 0 means no scaling, as in llama.cpp.
+		if f := h.RopeScalingFactor; f != 0 {
+			if !finitePositive(f) {
+				return nil, hparamError(c.Arch+".rope.scaling.factor", f, "a finite number > 0, or 0 for none")
+			}
+			c.RopeScale = 1 / f
 		}
 	default:
 		return nil, fmt.Errorf("model: rope scaling %q is not supported yet", h.RopeScalingType)
@@ -154,6 +165,12 @@ func Load(f *gguf.File) (*Model, error) {
 	if _, ok := f.Tensor("rope_freqs.weight"); ok && a.ropeFreqs {
 		if m.RopeFactor, err = vector(f, "rope_freqs.weight", c.RopeDim/2); err != nil {
 			return nil, err
+		}
+		// Each divides a RoPE frequency.
+		for i, v := range m.RopeFactor {
+			if !finitePositive(v) {
+				return nil, hparamError(fmt.Sprintf("rope_freqs.weight[%d]", i), v, "a finite number > 0")
+			}
 		}
 	}
 	q, kv := c.Heads*c.HeadDim, c.KVDim()
@@ -207,6 +224,41 @@ func Load(f *gguf.File) (*Model, error) {
 		m.Layers = append(m.Layers, L)
 	}
 	return m, nil
+}
+
+// check refuses the hyperparameters the forward pass is not defined for.
+// The head counts, the width and the depth were checked when the
+// metadata was read (gguf.File.Hparams).
+func (c *Config) check() error {
+	key := func(k string) string { return c.Arch + "." + k }
+	for _, p := range [...]struct {
+		key string
+		v   int
+	}{{"context_length", c.Context}, {"feed_forward_length", c.FFN}, {"attention.key_length", c.HeadDim}} {
+		if p.v <= 0 {
+			return hparamError(key(p.key), p.v, "at least 1")
+		}
+	}
+	if c.HeadDim%2 != 0 {
+		return hparamError(key("attention.key_length"), c.HeadDim, "an even number (RoPE rotates pairs)")
+	}
+	if c.RopeDim < 2 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 {
+		return hparamError(key("rope.dimension_count"), c.RopeDim, fmt.Sprintf("an even number from 2 to the head dimension %d", c.HeadDim))
+	}
+	if !finitePositive(c.RopeBase) {
+		return hparamError(key("rope.freq_base"), c.RopeBase, "a finite number > 0")
+	}
+	if !finitePositive(c.NormEps) {
+		return hparamError(key("attention.layer_norm_rms_epsilon"), c.NormEps, "a finite number > 0")
+	}
+	return nil
+}
+
+func finitePositive(v float32) bool { return v > 0 && v <= math.MaxFloat32 }
+
+// hparamError is one line that names the key, its value and the domain.
+func hparamError(key string, v any, want string) error {
+	return fmt.Errorf("model: %s = %v: %w (want %s)", key, v, ErrHparam, want)
 }
 
 // WeightBytes is the bytes of weights one decode step reads (the tied

@@ -156,19 +156,20 @@ const (
 type ErrorCode uint32
 
 const (
-	CodeBadOp      ErrorCode = 1 // unknown op; detail: the op
-	CodeBadSlot    ErrorCode = 2 // slot number beyond the device's slots; detail: the slot
-	CodeSlotState  ErrorCode = 3 // OPEN of an open slot, or GRANT/STEP/CLOSE of a closed one; detail: the op
-	CodeBadPayload ErrorCode = 4 // payload or token run outside the staging area, or a length that disagrees with its counts; detail: the offset
-	CodeNoBlock    ErrorCode = 5 // a position beyond the slot's granted blocks (or a block id beyond the pool); detail: the position or block id
-	CodeBadToken   ErrorCode = 6 // a token id beyond the vocabulary; detail: the token id
-	CodeBadParams  ErrorCode = 7 // a slot parameter block the device refuses; detail: the word index
-	CodeNoFeedback ErrorCode = 8 // a feedback entry for a slot with no sampled token yet, or with n_tokens != 1; detail: n_tokens
-	CodeDevice     ErrorCode = 9 // the device failed internally; detail: device-specific
+	CodeBadOp      ErrorCode = 1  // unknown op; detail: the op
+	CodeBadSlot    ErrorCode = 2  // slot number beyond the device's slots; detail: the slot
+	CodeSlotState  ErrorCode = 3  // OPEN of an open slot, or GRANT/STEP/CLOSE of a closed one; detail: the op
+	CodeBadPayload ErrorCode = 4  // payload or token run outside the staging area, or a length that disagrees with its counts; detail: the offset
+	CodeNoBlock    ErrorCode = 5  // a position beyond the slot's granted blocks (or a block id beyond the pool); detail: the position or block id
+	CodeBadToken   ErrorCode = 6  // a token id beyond the vocabulary; detail: the token id
+	CodeBadParams  ErrorCode = 7  // a slot parameter block the device refuses; detail: the word index
+	CodeNoFeedback ErrorCode = 8  // a feedback entry for a slot with no sampled token yet, or with n_tokens != 1; detail: n_tokens
+	CodeDevice     ErrorCode = 9  // the device failed internally; detail: device-specific
+	CodeNonFinite  ErrorCode = 10 // the logits an entry samples from hold no finite value (NaN/Inf weights or overflow); detail: the position of the token it would have sampled
 )
 
 var codeNames = [...]string{"", "BAD_OP", "BAD_SLOT", "SLOT_STATE", "BAD_PAYLOAD", "NO_BLOCK",
-	"BAD_TOKEN", "BAD_PARAMS", "NO_FEEDBACK", "DEVICE"}
+	"BAD_TOKEN", "BAD_PARAMS", "NO_FEEDBACK", "DEVICE", "NON_FINITE"}
 
 func (c ErrorCode) String() string {
 	if int(c) > 0 && int(c) < len(codeNames) {

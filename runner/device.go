@@ -58,10 +58,11 @@ func pickDevice(device string, kvt gguf.Type, log zerolog.Logger) (string, error
 type device struct {
 	kind   string // "cpu" or "cuda"
 	dev    engine.Device
-	blocks int               // KV blocks in its pool
-	alloc  ringbuf.Allocator // of the engine's rings
-	fault  func() error      // nil: it cannot fault
-	close  func() error      // frees it after the engine is closed; nil: the engine does
+	blocks int                    // KV blocks in its pool
+	alloc  ringbuf.Allocator      // of the engine's rings
+	fault  func() error           // nil: it cannot fault
+	exited func() <-chan struct{} // closed when it may have faulted; nil: it cannot fault
+	close  func() error           // frees it after the engine is closed; nil: the engine does
 }
 
 // openDevice opens the device o picks with a KV pool for slots sequences.
@@ -75,7 +76,7 @@ func openDevice(mdl *model.Model, kvt gguf.Type, slots int, o Options) (*device,
 		cd, err := openCUDA(mdl, o, slots, bs)
 		switch {
 		case err == nil:
-			return &device{kind: "cuda", dev: cd, blocks: cd.NumBlocks(), alloc: cd.Allocator(), fault: cd.Fault, close: cd.Close}, nil
+			return &device{kind: "cuda", dev: cd, blocks: cd.NumBlocks(), alloc: cd.Allocator(), fault: cd.Fault, exited: cd.Exited, close: cd.Close}, nil
 		case o.Device == "cuda":
 			return nil, err
 		}

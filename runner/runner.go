@@ -170,6 +170,7 @@ type Runner struct {
 	// fault reports a device that died (a CUDA kernel fault: sticky for
 	// the process); nil for devices that cannot fault.
 	fault    func() error
+	exited   func() <-chan struct{}
 	closeDev func() error // nil for the CPU device, which the engine frees
 }
 
@@ -219,7 +220,7 @@ func Start(w *Weights, o Options) (*Runner, error) {
 		}
 		return nil, fmt.Errorf("starting the engine: %w", err)
 	}
-	r := &Runner{Weights: w, Engine: eng, Device: dev.kind, fault: dev.fault, closeDev: dev.close}
+	r := &Runner{Weights: w, Engine: eng, Device: dev.kind, fault: dev.fault, exited: dev.exited, closeDev: dev.close}
 	general, _ := w.File.String("general.name")
 	file, explicit := w.Path, o.Name
 	if file == "" {
@@ -277,6 +278,17 @@ func (r *Runner) Fault() error {
 		return nil
 	}
 	return r.fault()
+}
+
+// Faulted is closed when the device may have failed for good (Fault says
+// whether it did: a CUDA kernel that exited cleanly did not); nil, which
+// is never ready, for a device that cannot fail. A server waits on it
+// instead of polling Fault, so an idle server wakes for nothing.
+func (r *Runner) Faulted() <-chan struct{} {
+	if r.exited == nil {
+		return nil
+	}
+	return r.exited()
 }
 
 // Close stops the engine, then frees the device, then releases the file

@@ -49,7 +49,10 @@
 //     ties broken by the lower token id. Tokens whose z is -Inf are never
 //     candidates. If every z is -Inf, the result is the lowest id among the
 //     largest raw logits (NaN counting as -Inf), or token 0 if every raw
-//     logit is -Inf or NaN, with Logprob 0 and no Top.
+//     logit is -Inf or NaN, with Logprob 0 and no Top. (Devices never
+//     sample a row without one finite logit: they fail the entry with
+//     ERROR NON_FINITE, ringbuf/PROTOCOL.md, so that a broken model ends
+//     its requests with an error rather than token 0.)
 //  5. Temperature == 0: the first token of the order (argmax, lowest id on
 //     ties). No random number is used.
 //  6. Temperature T > 0: every candidate gets a scaled logit and a weight,

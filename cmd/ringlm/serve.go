@@ -110,8 +110,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	}
 
 	type loaded struct {
-		m   *httpapi.Model
-		err error
+		m       *httpapi.Model
+		faulted <-chan struct{} // runner.Runner.Faulted
+		err     error
 	}
 	loadDone := make(chan loaded, 1)
 	start := time.Now()
@@ -119,19 +120,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		ro.Log, ro.StepHook = log, srv.StepHook()
 		r, err := runner.Load(cfg.Model, ro)
 		if err != nil {
-			loadDone <- loaded{nil, err}
+			loadDone <- loaded{err: err}
 			return
 		}
-		loadDone <- loaded{httpModel(r), nil}
+		loadDone <- loaded{m: httpModel(r), faulted: r.Faulted()}
 	}()
 	var m *httpapi.Model
+	var faulted <-chan struct{}
 	select {
 	case res := <-loadDone:
 		if res.err != nil {
 			shutdownNow(srv)
 			return res.err
 		}
-		m = res.m
+		m, faulted = res.m, res.faulted
 	case <-ctx.Done():
 		log.Info().Msg("signal while loading: stopping")
 		shutdownNow(srv)
@@ -168,8 +170,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	// A device fault is sticky for the process (CUDA): requests already
 	// failed with the device's error; stop serving and exit non-zero so the
 	// supervisor (systemd, Kubernetes, a shell loop) starts a fresh process.
-	faultTick := time.NewTicker(200 * time.Millisecond)
-	defer faultTick.Stop()
+	// The device says when (faulted): no timer wakes an idle server.
 	var fault error
 wait:
 	for {
@@ -180,11 +181,12 @@ wait:
 			m.Close()
 			finishTrace()
 			return err
-		case <-faultTick.C:
+		case <-faulted:
 			if fault = m.Fault(); fault != nil {
 				log.Error().Err(fault).Msg("the device failed; exiting so that a fresh process can start it again")
 				break wait
 			}
+			faulted = nil // it stopped cleanly: nothing more to wait for
 		}
 	}
 	log.Info().Dur("deadline", cfg.ShutdownTimeout).Int("running", srv.Active()).Msg("shutting down: no new requests; ^C again exits at once")

@@ -4,6 +4,8 @@
 package testmodel
 
 import (
+	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -94,6 +96,34 @@ func Open(t testing.TB, path string) *model.Model {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// Poison writes a copy of the model at path with every value of its F32
+// tensor name set to v (NaN weights: what a broken conversion leaves) into
+// the test's temporary directory, and returns the copy's path.
+func Poison(t testing.TB, path, name string, v float32) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b) // its tensor views are b itself
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, ok := f.Tensor(name)
+	if !ok || ti.Type != gguf.TypeF32 {
+		t.Fatalf("testmodel: no F32 tensor %q in %s", name, path)
+	}
+	d := f.Data(ti)
+	for i := 0; i+4 <= len(d); i += 4 {
+		binary.LittleEndian.PutUint32(d[i:], math.Float32bits(v))
+	}
+	p := filepath.Join(t.TempDir(), "poisoned.gguf")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // Cleanup removes the files written; a TestMain calls it after m.Run.

@@ -193,6 +193,19 @@ func (d *Device) Fault() error {
 	return s.exitErr
 }
 
+// Exited is closed once the kernel has exited, after a fault (Fault then
+// returns its error) or a clean stop; nil, which is never ready, before
+// Start. A server selects on it rather than polling Fault.
+func (d *Device) Exited() <-chan struct{} {
+	d.mu.Lock()
+	s := d.sup
+	d.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.exited
+}
+
 // Logits copies the logits the last executed step computed for its row-th
 // sampling entry (entries with SAMPLE, in entry order) into dst[:Vocab].
 // For tests, between steps.

@@ -361,3 +361,52 @@ func TestFaultIdleResponder(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 }
+
+// TestWatcherParksWhenIdle: once nothing is owed (every STEP, CLOSE_SLOT
+// answered and every record consumed), the doorbell watcher parks on
+// Notify with no timer. The test waits until it has parked (after
+// activeFor of fast polling), then watches it for 200 ms: any wake-up
+// (the old 2 ms tick would give 100) parks it again and counts. No
+// duration is asserted. A parked watcher still rings for the next
+// request: Notify wakes it.
+func TestWatcherParksWhenIdle(t *testing.T) {
+	const slots, vocab = 4, 512
+	dev := newFakeDevice(slots, vocab, 0, dieNever)
+	defer close(dev.quit)
+	e, err := engine.New(engine.Config{Slots: slots, NumBlocks: 64, Vocab: vocab, Context: 512,
+		Allocator: ringbuf.HeapAllocator{}}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stillParked := func(when string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !dev.sup.parked.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the watcher never parked", when)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		n := dev.sup.parks.Load()
+		time.Sleep(200 * time.Millisecond)
+		if got := dev.sup.parks.Load(); got != n || !dev.sup.parked.Load() {
+			t.Errorf("%s: the idle watcher woke %d times in 200 ms (parked now: %v)", when, got-n, dev.sup.parked.Load())
+		}
+	}
+	stillParked("after start")
+	p := sample.Defaults()
+	p.Temperature, p.MaxTokens = 0, 6
+	for i := range 2 {
+		s, err := e.Submit(context.Background(), engine.Request{Prompt: []int32{1, 2, int32(i)}, Params: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if toks, err := drain(s); err != nil || len(toks) != 6 {
+			t.Fatalf("request %d: %d tokens, %v", i, len(toks), err)
+		}
+		stillParked(fmt.Sprintf("after request %d", i))
+	}
+	if err := closeWithin(t, e, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -184,6 +184,7 @@
 #define RLM_CODE_BAD_PARAMS 7u  /* a slot parameter block the device refuses; detail: the word index */
 #define RLM_CODE_NO_FEEDBACK 8u /* a feedback entry for a slot with no sampled token yet, or with n_tokens != 1; detail: n_tokens */
 #define RLM_CODE_DEVICE 9u      /* the device failed internally; detail: device-specific */
+#define RLM_CODE_NON_FINITE 10u /* the logits an entry samples from hold no finite value (NaN/Inf weights or overflow); detail: the position of the token it would have sampled */
 /* NoSlot is the Slot of an error that concerns no particular slot. */
 #define RLM_NO_SLOT 0xFFFFFFFFu
 

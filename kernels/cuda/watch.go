@@ -16,7 +16,8 @@ import (
 //   - the doorbell: the kernel cannot signal a Go channel, so a goroutine
 //     polls the completion ring's producer index and rings the engine's
 //     doorbell when it moves (yielding, then sleeping up to 50 µs while
-//     steps flow; parked on Notify or a 2 ms tick when idle);
+//     steps flow; polling every 2 ms after that while the kernel owes an
+//     answer; parked on Notify alone, no timer, when nothing is owed);
 //   - the fault path: when the kernel dies (rlm_wait fails) nothing would
 //     ever answer the engine's records again and Engine.Close would wait
 //     forever for STOPPED. The supervisor takes the device's side of both
@@ -34,7 +35,7 @@ import (
 
 const (
 	activeFor = 200 * time.Millisecond // keep polling fast this long after progress or Notify
-	idlePoll  = 2 * time.Millisecond   // poll period when idle
+	idlePoll  = 2 * time.Millisecond   // poll period while quiet but an answer is owed
 	pollMax   = 50 * time.Microsecond  // longest sleep between polls while active
 )
 
@@ -60,6 +61,9 @@ type supervisor struct {
 
 	faulted atomic.Bool
 	tr      tracker
+
+	parked atomic.Bool   // the watcher waits for Notify or an exit, with no timer (tests)
+	parks  atomic.Uint64 // times it parked so (tests)
 }
 
 func newSupervisor(a *ringbuf.Arena, slots int, doorbell, notify chan struct{}) *supervisor {
@@ -141,16 +145,56 @@ func (s *supervisor) run() {
 			bo.Wait()
 			continue
 		}
-		timer.Reset(idlePoll)
+		if s.owed(last) {
+			timer.Reset(idlePoll)
+			select {
+			case <-s.notify:
+				active = time.Now()
+				bo.Reset()
+			case <-s.exited:
+			case <-s.quit:
+			case <-timer.C:
+			}
+			continue
+		}
+		// Nothing owed: park with no timer until the engine publishes
+		// (Notify) or the kernel exits, so an idle server costs no CPU.
+		// A Notify left from records already answered would wake the
+		// park at once: take it as new work (the old behaviour) first.
+		select {
+		case <-s.notify:
+			active = time.Now()
+			bo.Reset()
+			continue
+		default:
+		}
+		s.parked.Store(true)
+		s.parks.Add(1)
 		select {
 		case <-s.notify:
 			active = time.Now()
 			bo.Reset()
 		case <-s.exited:
 		case <-s.quit:
-		case <-timer.C:
 		}
+		s.parked.Store(false)
 	}
+}
+
+// owed reports whether the kernel may still publish a completion the
+// engine waits for: a record it has not consumed, a STEP, CLOSE_SLOT or
+// STOP not answered, or a completion published since last. The kernel
+// publishes what a batch of control records answers before it releases
+// them, and a STEP stays in the tracker until its STEP_DONE, so when
+// nothing is owed no completion can come without a new Notify, except
+// at an exit, which the watcher also waits for.
+func (s *supervisor) owed(last uint64) bool {
+	a := s.arena
+	if a.Submit.Consumed() != a.Submit.Produced() {
+		return true
+	}
+	s.tr.update()
+	return s.tr.head < len(s.tr.pending) || a.Completion.Produced() != last
 }
 
 // tracker follows the records that expect an answer.
@@ -342,8 +386,6 @@ func (r *responder) serve() {
 	var bo ringbuf.Backoff
 	bo.Max = pollMax
 	active := time.Now()
-	timer := time.NewTimer(idlePoll)
-	defer timer.Stop()
 	for {
 		if _, ok := a.NextSubmit(&rec); !ok {
 			if time.Since(active) < activeFor {
@@ -353,12 +395,13 @@ func (r *responder) serve() {
 				bo.Wait()
 				continue
 			}
-			// Idle: park until Notify, a tick, or quit.
-			timer.Reset(idlePoll)
+			// Idle: park until Notify or quit, with no timer. The
+			// responder answers every record it takes before it looks
+			// again, so nothing is owed while the ring is empty, and the
+			// engine notifies after each publish.
 			select {
 			case <-r.s.notify:
 				active = time.Now()
-			case <-timer.C:
 			case <-r.s.quit:
 				return
 			}

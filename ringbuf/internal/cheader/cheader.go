@@ -84,7 +84,7 @@ var groups = []group{
 		k("CodeSlotState", ringbuf.CodeSlotState), k("CodeBadPayload", ringbuf.CodeBadPayload),
 		k("CodeNoBlock", ringbuf.CodeNoBlock), k("CodeBadToken", ringbuf.CodeBadToken),
 		k("CodeBadParams", ringbuf.CodeBadParams), k("CodeNoFeedback", ringbuf.CodeNoFeedback),
-		k("CodeDevice", ringbuf.CodeDevice),
+		k("CodeDevice", ringbuf.CodeDevice), k("CodeNonFinite", ringbuf.CodeNonFinite),
 		k("NoSlot", uint64(ringbuf.NoSlot)),
 	}},
 	{"Completion record", []konst{
