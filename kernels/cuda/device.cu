@@ -53,6 +53,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
   __shared__ float spart[kWarps * kTokChunk];
   const size_t smem_cap = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);
   __shared__ unsigned long long sbest[kBestRows];
+  __shared__ int sfin[kBestRows];
   for (;;) {
     if (blockIdx.x == 0) leader_fetch(d);
     grid.sync();
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
       }
       if (R > 0) {
         const float *inv = norm_factors(d, d.x, R, d.r_tok, sinv, shd);
-        phase_head(d, stage(In{d.x, d.dim, d.out_norm, inv, d.r_tok}, R, d.dim, shq, smem_cap), sbest);
+        phase_head(d, stage(In{d.x, d.dim, d.out_norm, inv, d.r_tok}, R, d.dim, shq, smem_cap), sbest, sfin);
         grid.sync();
         prof_mark(d, 7);
         phase_sample(d, R, ssh, top_tok, top_lp);

@@ -325,6 +325,7 @@ __device__ void leader_fetch(Dev &d) {
               d.r_tok[s_rows] = t0 + ntok - 1;
               d.r_slot[s_rows] = eslot;
               d.r_best[s_rows] = 0;
+              d.r_finite[s_rows] = 0;
               d.r_fast[s_rows] = s.temperature == 0.f && s.n_bias == 0 && (s.rep_pen == 1.f || s.rep_last_n == 0) &&
                                  s.presence == 0.f && s.frequency == 0.f && !(s.flags & RLM_SLOT_LOGPROBS);
               s_rows++;

@@ -270,16 +270,16 @@ __device__ void phase_ffn_up(Dev &d, const DLayer &L, const In &in) {
 
 // logits[row] = output · norm(x[r_tok[row]]) for the sampling rows. For
 // up to kBestRows rows it also finds each row's largest order key (the
-// greedy token, ties to the lower id): per block in shared memory, then one
-// atomicMax per block and row. A maximum does not depend on the order of
+// greedy token, ties to the lower id) and whether any logit is finite: per
+// block in shared memory, then one atomicMax (and store) per block and row. A maximum does not depend on the order of
 // the updates, so this stays deterministic.
 constexpr int kBestRows = 256;
 
-__device__ void phase_head(Dev &d, const In &in, unsigned long long *sbest) {
+__device__ void phase_head(Dev &d, const In &in, unsigned long long *sbest, int *sfin) {
   const int R = d.n_rows;
   const bool best = R <= kBestRows;
   if (best) {
-    for (int i = threadIdx.x; i < R; i += kThreads) sbest[i] = 0;
+    for (int i = threadIdx.x; i < R; i += kThreads) sbest[i] = 0, sfin[i] = 0;
     __syncthreads();
   }
   for (int u = gwarp(); 2 * u < d.vocab; u += nwarps()) {
@@ -292,13 +292,23 @@ __device__ void phase_head(Dev &d, const In &in, unsigned long long *sbest) {
         for (int i = 0; i < nt; i++) {
           d.logits[(size_t)(t0 + i) * d.vocab + r0] = a0[i];
           if (r1 != r0) d.logits[(size_t)(t0 + i) * d.vocab + r1] = a1[i];
-          if (best) atomicMax(&sbest[t0 + i], umax64(keyof(clean(a0[i]), r0), keyof(clean(a1[i]), r1)));
+          // The raw values: clean() makes +Inf the largest float.
+          const bool fin = isfinite(a0[i]) || isfinite(a1[i]);
+          if (best) {
+            atomicMax(&sbest[t0 + i], umax64(keyof(clean(a0[i]), r0), keyof(clean(a1[i]), r1)));
+            if (fin) sfin[t0 + i] = 1;
+          } else if (fin && !d.r_finite[t0 + i]) {
+            d.r_finite[t0 + i] = 1;  // every writer writes 1
+          }
         }
     }
   }
   if (best) {
     __syncthreads();
-    for (int i = threadIdx.x; i < R; i += kThreads) atomicMax(&d.r_best[i], sbest[i]);
+    for (int i = threadIdx.x; i < R; i += kThreads) {
+      atomicMax(&d.r_best[i], sbest[i]);
+      if (sfin[i]) d.r_finite[i] = 1;
+    }
   }
 }
 

@@ -371,6 +371,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   DALLOC(d.r_slot, int, d.slots);
   DALLOC(d.r_fast, int, d.slots);
   DALLOC(d.r_best, unsigned long long, d.slots);
+  DALLOC(d.r_finite, int, d.slots);
   DALLOC(d.r_comp, unsigned long long, d.slots);
   DALLOC(d.logits, float, (size_t)d.slots * V);
   DALLOC(d.w_scr, double, (size_t)grid * V);

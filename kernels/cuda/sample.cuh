@@ -294,6 +294,36 @@ __device__ uint32_t take_token(Dev &d, int slot, int tok) {
 __device__ __forceinline__ void phase_sample(Dev &d, int R, SampleShared &ssh, unsigned *top_tok, float *top_lp) {
   const rlm_header *h = (const rlm_header *)d.arena;
   for (int r = blockIdx.x; r < R; r += gridDim.x) {
+    if (!d.r_finite[r]) {
+      // No finite logit (NaN or Inf weights, an overflow): ERROR
+      // NON_FINITE in the TOKEN's place, its reserved TOP_LOGPROBS places
+      // padded with TopNone pairs (the host drops them), the slot finished
+      // without a token, as kernels.Executor does.
+      if (threadIdx.x == 0) {
+        Slot &s = d.slot[d.r_slot[r]];
+        rlm_completion c;
+        memset(&c, 0, sizeof c);
+        c.kind = RLM_KIND_ERROR;
+        c.slot = d.r_slot[r];
+        c.step = d.step_id;
+        c.u.err.code = RLM_CODE_NON_FINITE;
+        c.u.err.detail = s.pos;
+        *rlm_completion_at(d.arena, h, d.r_comp[r]) = c;
+        for (int k = 0; k < s.n_top; k += 2) {
+          rlm_completion tc;
+          memset(&tc, 0, sizeof tc);
+          tc.kind = RLM_KIND_TOP_LOGPROBS;
+          tc.slot = d.r_slot[r];
+          tc.step = d.step_id;
+          tc.u.top.token0 = tc.u.top.token1 = RLM_TOP_NONE;
+          *rlm_completion_at(d.arena, h, d.r_comp[r] + 1 + k / 2) = tc;
+        }
+        s.finished = 1;
+        __threadfence_system();
+      }
+      __syncthreads();
+      continue;
+    }
     int tok;
     float lp;
     if (d.r_fast[r] && R <= kBestRows) {  // greedy: the head phase found it

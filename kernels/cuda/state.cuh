@@ -90,6 +90,7 @@ struct Dev {
   int *r_tok, *r_slot;          // per sampling row: its token index and slot
   int *r_fast;                  // per sampling row: greedy with nothing to adjust (argmax in the head phase)
   unsigned long long *r_best;   // per sampling row: the head phase's largest order key
+  int *r_finite;                // per sampling row: the head phase saw a finite logit
   unsigned long long *r_comp;   // per sampling row: its completion index
   float *logits;                // [slots][vocab]
   double *w_scr;                // [grid][vocab]
