@@ -86,8 +86,8 @@ func TestTopLogprobsChat(t *testing.T) {
 			t.Errorf("T=%v: streamed logprobs\n%v\ndiffer from\n%v", temp, streamed, content)
 		}
 	}
-	// top_logprobs 0 keeps an empty list; out of range or without logprobs is a 400.
-	r := ts.post("/v1/chat/completions", map[string]any{"messages": chatHi, "max_tokens": 2, "logprobs": true, "top_logprobs": 0})
+	// top_logprobs 0 keeps an empty list (greedy: a random seed may sample EOS first, leaving no content); out of range or without logprobs is a 400.
+	r := ts.post("/v1/chat/completions", map[string]any{"messages": chatHi, "max_tokens": 2, "temperature": 0, "seed": 4, "logprobs": true, "top_logprobs": 0})
 	if top, ok := path(r.json(t), "choices", 0, "logprobs", "content", 0, "top_logprobs").([]any); !ok || len(top) != 0 {
 		t.Errorf("top_logprobs 0: %s", r.body)
 	}
