@@ -291,6 +291,24 @@ __device__ uint32_t take_token(Dev &d, int slot, int tok) {
   return fin;
 }
 
+// put_top writes sampling row r's n_top alternatives, two a record, into
+// the TOP_LOGPROBS places reserved after its TOKEN; without alternatives
+// (tok null: the row failed) every pair is RLM_TOP_NONE. One thread.
+__device__ void put_top(Dev &d, const rlm_header *h, int r, int n_top, const unsigned *tok, const float *lp) {
+  for (int k = 0; k < n_top; k += 2) {
+    rlm_completion tc;
+    memset(&tc, 0, sizeof tc);
+    tc.kind = RLM_KIND_TOP_LOGPROBS;
+    tc.slot = d.r_slot[r];
+    tc.step = d.step_id;
+    tc.u.top.token0 = tok ? tok[k] : RLM_TOP_NONE;
+    tc.u.top.logprob0 = tok ? lp[k] : 0.f;
+    tc.u.top.token1 = tok && k + 1 < n_top ? tok[k + 1] : RLM_TOP_NONE;
+    tc.u.top.logprob1 = tok && k + 1 < n_top ? lp[k + 1] : 0.f;
+    *rlm_completion_at(d.arena, h, d.r_comp[r] + 1 + k / 2) = tc;
+  }
+}
+
 __device__ __forceinline__ void phase_sample(Dev &d, int R, SampleShared &ssh, unsigned *top_tok, float *top_lp) {
   const rlm_header *h = (const rlm_header *)d.arena;
   for (int r = blockIdx.x; r < R; r += gridDim.x) {
@@ -309,15 +327,7 @@ __device__ __forceinline__ void phase_sample(Dev &d, int R, SampleShared &ssh, u
         c.u.err.code = RLM_CODE_NON_FINITE;
         c.u.err.detail = s.pos;
         *rlm_completion_at(d.arena, h, d.r_comp[r]) = c;
-        for (int k = 0; k < s.n_top; k += 2) {
-          rlm_completion tc;
-          memset(&tc, 0, sizeof tc);
-          tc.kind = RLM_KIND_TOP_LOGPROBS;
-          tc.slot = d.r_slot[r];
-          tc.step = d.step_id;
-          tc.u.top.token0 = tc.u.top.token1 = RLM_TOP_NONE;
-          *rlm_completion_at(d.arena, h, d.r_comp[r] + 1 + k / 2) = tc;
-        }
+        put_top(d, h, r, s.n_top, nullptr, nullptr);
         s.finished = 1;
         __threadfence_system();
       }
@@ -347,18 +357,7 @@ __device__ __forceinline__ void phase_sample(Dev &d, int R, SampleShared &ssh, u
       c.u.token.finish = fin;
       c.u.token.position = pos;
       *rlm_completion_at(d.arena, h, d.r_comp[r]) = c;
-      for (int k = 0; k < s.n_top; k += 2) {
-        rlm_completion tc;
-        memset(&tc, 0, sizeof tc);
-        tc.kind = RLM_KIND_TOP_LOGPROBS;
-        tc.slot = d.r_slot[r];
-        tc.step = d.step_id;
-        tc.u.top.token0 = top_tok[k];
-        tc.u.top.logprob0 = top_lp[k];
-        tc.u.top.token1 = k + 1 < s.n_top ? top_tok[k + 1] : RLM_TOP_NONE;
-        tc.u.top.logprob1 = k + 1 < s.n_top ? top_lp[k + 1] : 0.f;
-        *rlm_completion_at(d.arena, h, d.r_comp[r] + 1 + k / 2) = tc;
-      }
+      put_top(d, h, r, s.n_top, top_tok, top_lp);
       __threadfence_system();
     }
     __syncthreads();
