@@ -27,8 +27,10 @@
 //   exec.cuh       the leader, the ring protocol (Go twin: kernels/exec.go)
 //   host.cuh       the C API of ringlm_cuda.h (rlm_create, rlm_start, …)
 //   sample_check.cuh  rlm_test_sample: the sampler and OPEN_SLOT on given rows, for tests
-//   mma.cuh        the tensor-core tile product (issue 15; not in the phases yet)
-//   gemm_check.cuh rlm_test_gemm: the tile product over a matrix, for tests and timing
+//   mma.cuh        the tensor-core product: units of 256 weight rows × a chunk of
+//                  columns over the grid, batch invariant by construction
+//   matmul.cuh     the matrix phases on it (QKV, residual, FFN up, LM head)
+//   gemm_check.cuh rlm_test_gemm: the product over a matrix, for tests and timing
 #include "state.cuh"
 #include "numerics.cuh"
 #include "norm_rope.cuh"
@@ -36,6 +38,7 @@
 #include "attention.cuh"
 #include "sample.cuh"
 #include "exec.cuh"
+#include "matmul.cuh"
 
 namespace {
 
@@ -72,29 +75,40 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
       phase_embed(d, T);
       grid.sync();
       prof_mark(d, 1);
+      const MPhase mp{shq, smem_cap, GemmScratch{d.gpart, d.gcnt}};
       for (int l = 0; l < d.n_layer; l++) {
         const DLayer &L = d.layers[l];
         const float *inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
-        phase_qkv(d, L, l, stage(In{d.x, d.dim, L.attn_norm, inv, nullptr}, T, d.dim, shq, smem_cap));
+        const In xn{d.x, d.dim, L.attn_norm, inv, nullptr};
+        if (d.mma) mphase_qkv(d, L, l, xn, mp);
+        else phase_qkv(d, L, l, stage(xn, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 2);
         phase_attn(d, l, shq);
         grid.sync();
         prof_mark(d, 3);
-        phase_residual(d, L.o, stage(In{d.att, d.n_head * d.hd, nullptr, nullptr, nullptr}, T, d.n_head * d.hd, shq, smem_cap), spart);
+        const In att{d.att, d.n_head * d.hd, nullptr, nullptr, nullptr};
+        if (d.mma) mphase_residual(d, L.o, att, mp);
+        else phase_residual(d, L.o, stage(att, T, d.n_head * d.hd, shq, smem_cap), spart);
         grid.sync();
         prof_mark(d, 4);
         inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
-        phase_ffn_up(d, L, stage(In{d.x, d.dim, L.ffn_norm, inv, nullptr}, T, d.dim, shq, smem_cap));
+        const In fn{d.x, d.dim, L.ffn_norm, inv, nullptr};
+        if (d.mma) mphase_ffn_up(d, L, fn, mp);
+        else phase_ffn_up(d, L, stage(fn, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 5);
-        phase_residual(d, L.down, stage(In{d.h, d.ffn, nullptr, nullptr, nullptr}, T, d.ffn, shq, smem_cap), spart);
+        const In h{d.h, d.ffn, nullptr, nullptr, nullptr};
+        if (d.mma) mphase_residual(d, L.down, h, mp);
+        else phase_residual(d, L.down, stage(h, T, d.ffn, shq, smem_cap), spart);
         grid.sync();
         prof_mark(d, 6);
       }
       if (R > 0) {
         const float *inv = norm_factors(d, d.x, R, d.r_tok, sinv, shd);
-        phase_head(d, stage(In{d.x, d.dim, d.out_norm, inv, d.r_tok}, R, d.dim, shq, smem_cap), sbest, sfin);
+        const In xo{d.x, d.dim, d.out_norm, inv, d.r_tok};
+        if (d.mma) mphase_head(d, xo, mp, sbest, sfin);
+        else phase_head(d, stage(xo, R, d.dim, shq, smem_cap), sbest, sfin);
         grid.sync();
         prof_mark(d, 7);
         phase_sample(d, R, ssh, top_tok, top_lp);

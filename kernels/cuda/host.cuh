@@ -52,6 +52,23 @@ static size_t type_bytes(uint32_t t, uint64_t n) {
   return 0;
 }
 
+// choose_nk splits a matrix of rows × cols for the tensor-core product:
+// the chunks of its 32-column groups that spread its tiles of kGemmRows
+// rows best over grid blocks (the slowest block's share of the matrix,
+// plus a small cost per chunk for the partial sums), at least 4 groups a
+// chunk. It depends on the shape and the grid only, never on a step.
+static int choose_nk(int rows, int cols, int grid) {
+  const int tiles = (rows + kGemmRows - 1) / kGemmRows, groups = cols / 32;
+  int best = 1;
+  double best_cost = 1e30;
+  for (int nk = 1; nk <= groups / 4 || nk == 1; nk++) {
+    const double waves = (double)((tiles * nk + grid - 1) / grid);
+    const double cost = waves / nk + (nk > 1 ? 0.002 * nk + 0.01 : 0.0);
+    if (cost < best_cost - 1e-12) best_cost = cost, best = nk;
+  }
+  return best;
+}
+
 extern "C" {
 
 int rlm_probe(char *err, size_t errlen) {
@@ -179,8 +196,10 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   auto upload = [&](const void *src, size_t bytes, void *dst) -> bool {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
   };
-  // A device matrix from up to three host matrices stacked by rows.
-  auto stack = [&](DMat *out, const rlm_matrix *parts, int np, const char *what) -> bool {
+  // A device matrix from up to three host matrices stacked by rows; with
+  // perm, device row i is stacked row perm[i] (-1: a zero row), so the
+  // matrix has perm->size() rows.
+  auto stack = [&](DMat *out, const rlm_matrix *parts, int np, const char *what, const std::vector<int> *perm) -> bool {
     uint32_t rows = 0, cols = parts[0].cols, type = parts[0].type;
     for (int i = 0; i < np; i++) {
       if (!parts[i].data) continue;
@@ -191,54 +210,57 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
       }
       rows += parts[i].rows;
     }
-    if (type == RLM_TYPE_Q8_0) {
-      // GGUF blocks of {f16 scale, 32 int8} become an int8 matrix and a
-      // float scale matrix, so the kernel loads aligned 8-byte runs.
-      if (cols % 32) {
-        seterr(err, errlen, "%s: Q8_0 rows of %u columns", what, cols);
-        return false;
-      }
-      const size_t nb = cols / 32;
-      int8_t *dq;
-      float *ds;
-      DALLOC_OR(dq, int8_t, (size_t)rows * cols, return false);
-      DALLOC_OR(ds, float, (size_t)rows * nb, return false);
-      size_t row = 0;
-      for (int i = 0; i < np; i++) {
-        if (!parts[i].data) continue;
-        const uint8_t *src = reinterpret_cast<const uint8_t *>(parts[i].data);
-        const size_t n = parts[i].rows;
-        std::vector<int8_t> q(n * cols);
-        std::vector<float> sc(n * nb);
+    if (type == RLM_TYPE_Q8_0 && cols % 32) {
+      seterr(err, errlen, "%s: Q8_0 rows of %u columns", what, cols);
+      return false;
+    }
+    // Q8_0: GGUF blocks of {f16 scale, 32 int8} become an int8 matrix and
+    // a float scale matrix, so the kernel loads aligned 8-byte runs.
+    const bool q8 = type == RLM_TYPE_Q8_0;
+    const size_t nb = cols / 32;
+    const size_t rb = q8 ? cols : type_bytes(type, cols);  // bytes of a row of the (quant) matrix
+    std::vector<uint8_t> buf((size_t)rows * rb);
+    std::vector<float> sc(q8 ? (size_t)rows * nb : 0);
+    size_t row = 0;
+    for (int i = 0; i < np; i++) {
+      if (!parts[i].data) continue;
+      const uint8_t *src = reinterpret_cast<const uint8_t *>(parts[i].data);
+      const size_t n = parts[i].rows;
+      if (q8) {
         for (size_t blk = 0; blk < n * nb; blk++) {
           const uint8_t *p = src + blk * 34;
           __half_raw hr;
           hr.x = (unsigned short)(p[0] | (p[1] << 8));
-          sc[blk] = __half2float(__half(hr));
-          memcpy(&q[blk * 32], p + 2, 32);
+          sc[row * nb + blk] = __half2float(__half(hr));
+          memcpy(&buf[(row * nb + blk) * 32], p + 2, 32);
         }
-        if (!upload(q.data(), n * cols, dq + row * cols) || !upload(sc.data(), n * nb * 4, ds + row * nb)) {
-          seterr(err, errlen, "%s: upload failed", what);
-          return false;
-        }
-        row += n;
+      } else {
+        memcpy(&buf[row * rb], src, n * rb);
       }
-      *out = DMat{dq, (int)type, (int)rows, (int)cols, ds};
-      return true;
+      row += n;
+    }
+    if (perm) {
+      std::vector<uint8_t> pb(perm->size() * rb, 0);
+      std::vector<float> ps(q8 ? perm->size() * nb : 0, 0.f);
+      for (size_t i = 0; i < perm->size(); i++) {
+        const int r = (*perm)[i];
+        if (r < 0) continue;
+        memcpy(&pb[i * rb], &buf[(size_t)r * rb], rb);
+        if (q8) memcpy(&ps[i * nb], &sc[(size_t)r * nb], nb * 4);
+      }
+      buf.swap(pb);
+      sc.swap(ps);
+      rows = (uint32_t)perm->size();
     }
     char *dst;
-    DALLOC_OR(dst, char, type_bytes(type, (uint64_t)rows * cols), return false);
-    size_t off = 0;
-    for (int i = 0; i < np; i++) {
-      if (!parts[i].data) continue;
-      const size_t b = type_bytes(type, (uint64_t)parts[i].rows * cols);
-      if (!upload(parts[i].data, b, dst + off)) {
-        seterr(err, errlen, "%s: upload failed", what);
-        return false;
-      }
-      off += b;
+    float *ds = nullptr;
+    DALLOC_OR(dst, char, buf.size(), return false);
+    if (q8) DALLOC_OR(ds, float, sc.size(), return false);
+    if (!upload(buf.data(), buf.size(), dst) || (q8 && !upload(sc.data(), sc.size() * 4, ds))) {
+      seterr(err, errlen, "%s: upload failed", what);
+      return false;
     }
-    *out = DMat{dst, (int)type, (int)rows, (int)cols, nullptr};
+    *out = DMat{dst, (int)type, (int)rows, (int)cols, ds, 1};
     return true;
   };
   auto vec = [&](const float *src, size_t n, float **out) -> bool {
@@ -260,6 +282,32 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   d.neox = m->rope_neox;
   d.rope_scale = m->rope_scale;
   d.eps = m->norm_eps;
+  // The matrix phases run on the tensor cores (matmul.cuh) unless
+  // RINGLM_CUDA_GEMV=1 asks for the CUDA-core phases, or a width is not a
+  // whole number of 32-column groups.
+  {
+    const char *pe = getenv("RINGLM_CUDA_GEMV");
+    const bool gemv = pe && *pe && strcmp(pe, "0") != 0;
+    d.mma = !gemv && m->dim % 32 == 0 && m->ffn % 32 == 0 && qd % 32 == 0 && m->rope_dim % 2 == 0;
+  }
+  // Row orders of the permuted matrices: QKV by RoPE pairs (qkv_pair),
+  // gate and up interleaved by eights; device row 16i + j (j < 8) holds a
+  // pair's first row, 16i + 8 + j its second.
+  std::vector<int> qkv_perm, gu_perm;
+  if (d.mma) {
+    const int npairs = (int)(qd + 2 * kvd) / 2;
+    qkv_perm.assign((size_t)(npairs + 7) / 8 * 16, -1);
+    for (int p = 0; p < npairs; p++) {
+      const QKVPair pr = qkv_pair(p, d.n_head, d.n_kv, d.hd, d.rope_dim, d.neox);
+      qkv_perm[(p / 8) * 16 + p % 8] = pr.r0;
+      qkv_perm[(p / 8) * 16 + 8 + p % 8] = pr.r1;
+    }
+    gu_perm.assign(2 * (size_t)m->ffn, -1);
+    for (int r = 0; r < d.ffn; r++) {
+      gu_perm[(r / 8) * 16 + r % 8] = r;
+      gu_perm[(r / 8) * 16 + 8 + r % 8] = d.ffn + r;
+    }
+  }
   {
     std::vector<float> inv(m->rope_dim / 2);
     for (uint32_t i = 0; i < inv.size(); i++) {
@@ -270,9 +318,9 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     if (!vec(inv.data(), inv.size(), &p)) return bail();
     d.inv_freq = p;
   }
-  if (!stack(&d.embed, &m->embed, 1, "token_embd")) return bail();
+  if (!stack(&d.embed, &m->embed, 1, "token_embd", nullptr)) return bail();
   if (m->output.data && m->output.data != m->embed.data) {
-    if (!stack(&d.output, &m->output, 1, "output")) return bail();
+    if (!stack(&d.output, &m->output, 1, "output", nullptr)) return bail();
   } else {
     d.output = d.embed;
   }
@@ -291,8 +339,8 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     if (!vec(S.ffn_norm, m->dim, &p)) return bail();
     L.ffn_norm = p;
     const rlm_matrix qkv[3] = {S.q, S.k, S.v};
-    if (!stack(&L.qkv, qkv, 3, "attn_qkv")) return bail();
-    if ((uint32_t)L.qkv.rows != qd + 2 * kvd) {
+    if (!stack(&L.qkv, qkv, 3, "attn_qkv", d.mma ? &qkv_perm : nullptr)) return bail();
+    if ((uint32_t)L.qkv.rows != (d.mma ? (uint32_t)qkv_perm.size() : qd + 2 * kvd)) {
       seterr(err, errlen, "layer %u: QKV has %d rows, want %u", l, L.qkv.rows, qd + 2 * kvd);
       return bail();
     }
@@ -305,23 +353,15 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
       if (!vec(b.data(), b.size(), &p)) return bail();
       L.qkv_bias = p;
     }
-    if (!stack(&L.o, &S.out, 1, "attn_output")) return bail();
+    if (!stack(&L.o, &S.out, 1, "attn_output", nullptr)) return bail();
     const rlm_matrix gu[2] = {S.gate, S.up};
-    if (!stack(&L.gu, gu, 2, "ffn_gate/up")) return bail();
+    if (!stack(&L.gu, gu, 2, "ffn_gate/up", d.mma ? &gu_perm : nullptr)) return bail();
     if ((uint32_t)L.gu.rows != 2 * m->ffn) {
       seterr(err, errlen, "layer %u: gate+up has %d rows, want %u", l, L.gu.rows, 2 * m->ffn);
       return bail();
     }
-    if (!stack(&L.down, &S.down, 1, "ffn_down")) return bail();
+    if (!stack(&L.down, &S.down, 1, "ffn_down", nullptr)) return bail();
   }
-  {
-    DLayer *p;
-    DALLOC(p, DLayer, m->n_layer);
-    CK(cudaMemcpy(p, c->layers.data(), sizeof(DLayer) * m->n_layer, cudaMemcpyHostToDevice));
-    d.layers = p;
-  }
-  c->info.weight_bytes = wbytes;
-
   // Grid size: one block per SM (the kernel is written for 512 threads).
   c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);
   CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->shmem));
@@ -335,6 +375,25 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   if (o->grid_blocks > 0 && (int)o->grid_blocks < grid) grid = o->grid_blocks;
   c->info.grid_blocks = grid;
   c->info.threads = kThreads;
+
+  // Each matrix's chunks for the tensor-core products, from its shape
+  // and the grid only.
+  if (d.mma) {
+    d.output.nk = choose_nk(d.output.rows, d.output.cols, grid);
+    for (DLayer &L : c->layers) {
+      L.qkv.nk = choose_nk(L.qkv.rows, L.qkv.cols, grid);
+      L.o.nk = choose_nk(L.o.rows, L.o.cols, grid);
+      L.gu.nk = choose_nk(L.gu.rows, L.gu.cols, grid);
+      L.down.nk = choose_nk(L.down.rows, L.down.cols, grid);
+    }
+  }
+  {
+    DLayer *p;
+    DALLOC(p, DLayer, m->n_layer);
+    CK(cudaMemcpy(p, c->layers.data(), sizeof(DLayer) * m->n_layer, cudaMemcpyHostToDevice));
+    d.layers = p;
+  }
+  c->info.weight_bytes = wbytes;
 
   // Work buffers.
   d.trap_step = o->trap_step;
@@ -377,6 +436,25 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   DALLOC(d.w_scr, double, (size_t)grid * V);
   DALLOC(d.bits_scr, unsigned, (size_t)grid * (V / 32 + 1));
   DALLOC(d.cnt_scr, int, (size_t)grid * V);
+  if (d.mma) {
+    // The products' scratch: partial sums for the matrices of several
+    // chunks, counters for every (pass, tile).
+    size_t part = 0, cnt = 0;
+    auto need = [&](const DMat &w, int rows) {
+      const size_t tiles = (w.rows + kGemmRows - 1) / kGemmRows, passes = (rows + kPass - 1) / kPass;
+      if (w.nk > 1) part = max(part, (size_t)w.nk * rows * tiles * kGemmRows);
+      cnt = max(cnt, passes * tiles);
+    };
+    need(d.output, max(T, d.slots));
+    for (const DLayer &L : c->layers) {
+      need(L.qkv, T);
+      need(L.o, T);
+      need(L.gu, T);
+      need(L.down, T);
+    }
+    DALLOC(d.gpart, float, part);
+    DALLOC(d.gcnt, int, cnt);
+  }
   d.stage_cap = max(4 * d.slots * 4, (int)RLM_SLOT_PARAMS_WORDS + kMaxStop + 2 * kMaxBias + d.ctx);
   d.stage_cap = max(d.stage_cap, 4 * 4096);
   DALLOC(d.stage, unsigned, d.stage_cap);

@@ -1,115 +1,359 @@
 #pragma once
-// mma.cuh: the tensor-core tile product of issue 15, Y = X · Wᵀ for a tile
-// of weight rows and every input row at once (mma.sync m16n8k16, BF16
-// inputs, FP32 accumulation), built so that a row's result does not depend
-// on how many rows share the step or where the row sits:
+// mma.cuh: the tensor-core matrix product of the phases (issue 15):
+// Y = X · Wᵀ for the step's M input rows at once (mma.sync m16n8k16, BF16
+// inputs, FP32 accumulation), with the weights streamed once per step
+// (later passes of many rows from L2) and the work split over the SMs by an
+// explicit tile list:
 //
-//  - K is cut into 16-column steps, and the steps into kWarps contiguous
-//    chunks (chunk c: steps [c·S/16, (c+1)·S/16) of S): the split depends
-//    on K alone;
-//  - a block takes a tile of 8·NB weight rows and all M input rows; warp c
-//    takes chunk c, loads its weight fragments once into registers (the
-//    weights are read once per product, whatever M is) and runs every
-//    16-row tile of inputs through them, one accumulator from zero over
-//    its steps in increasing order;
-//  - the chunks' partial sums are added in chunk order, from zero, by one
-//    thread per output element.
+//  - a unit is (tile, chunk): kGemmRows = 256 weight rows (16 per warp)
+//    × one chunk of the matrix's 32-column groups. The number of chunks
+//    (DMat.nk) is fixed per matrix when it is uploaded, from its shape and
+//    the grid (choose_nk in host.cuh), never from M. Block b takes units
+//    b, b + grid, …;
+//  - the weights are the mma's A operand (16 rows × 16 columns, loaded from
+//    global memory by each warp, groups ahead, dequantized to BF16 in the
+//    loader: BF16, F16, Q8_0, F32); the input rows are the B operand, staged
+//    once in shared memory as BF16 (RMSNorm applied on the way: the CPU's
+//    float operations, then one rounding), for the whole phase when they
+//    fit, else per pass and per 256 columns;
+//  - inside a 32-column group, the columns are fed to the two k16 steps in
+//    a fixed permuted order (a lane loads 8 consecutive values of a row,
+//    16 bytes, for both steps); weights and inputs use the same order;
+//  - each output element is one accumulator from zero over its chunk's
+//    steps in increasing order; a matrix of several chunks writes the
+//    chunks' partial sums to global memory, and they are added in chunk
+//    order, from zero, before the epilogue (by the last block to finish a
+//    tile, found with an atomic counter per tile and pass, for a few rows;
+//    by the whole grid after a barrier for many).
 //
-// So each output element is the same sequence of operations for any M, any
-// tile of inputs and any position inside it; and a tiling for large M that
-// keeps the same chunks (a fresh accumulator per chunk, added to a running
-// total in chunk order) computes the same bits. Not used by the phases yet:
-// rlm_test_gemm (gemm_check.cuh) runs it for tests and measurements.
-#include "numerics.cuh"
+// So an output element is the same sequence of operations whatever M is,
+// wherever its row sits in the step and whichever block computes it: the
+// product is batch invariant by construction. The epilogue gets, per
+// thread, two outputs of one input row: weight rows n and n + 8 (the lane's
+// rows of an m16 tile), which is how the QKV phase gets both halves of a
+// RoPE pair and the FFN phase a gate row with its up row (host.cuh permutes
+// those matrices' rows at upload so that the pairs meet).
+#include "gemv.cuh"
 
 namespace {
 
-// The largest number of 16-column steps a warp takes (K ≤ 16 × 16 × 32 =
-// 8192 columns) and of n8 tiles a block takes.
-constexpr int kMmaMaxSteps = 32;
-constexpr int kMmaMaxNB = 4;
+constexpr int kGemmRows = 16 * kWarps;  // weight rows of a unit: an m16 tile per warp
+constexpr int kSG = 8;                  // 32-column groups staged at a time when the inputs do not fit whole
+// Two shapes of the same product (the same operations for every output
+// element: only how many input rows share a weight load, and how far the
+// weight loads run ahead, differ): up to kSmallM rows, one pass of 16 rows
+// and 8 groups of weights in flight per warp (decode at small batches is
+// bandwidth bound); above, passes of kPass rows (kPass / 8 n8 tiles of
+// accumulators per warp) and kPF groups in flight.
+constexpr int kSmallM = 16;
+#ifndef RLM_KPASS
+#define RLM_KPASS 64
+#endif
+constexpr int kPass = RLM_KPASS;
+#ifndef RLM_KPF
+#define RLM_KPF 2
+#endif
+constexpr int kPF = RLM_KPF;
+#ifndef RLM_SPF
+#define RLM_SPF 4
+#endif
+constexpr int kSmallPF = RLM_SPF;
 
-__device__ __forceinline__ unsigned ld_bf16x2(const __nv_bfloat16 *p) {
-  return *reinterpret_cast<const unsigned *>(p);
-}
+// Staged row pitch in BF16 elements for cols (a multiple of 32): a row is
+// 64 bytes past a multiple of 128, so the 16-byte loads of the 8 rows of
+// an n8 tile fall in different banks.
+__host__ __device__ constexpr int gemm_pitch(int cols) { return cols + ((cols % 64) ? 0 : 32); }
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
+__device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                         unsigned b1) {
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// tile_product runs, with all threads of the block, the weight rows
-// [n0, n0 + 8·NB) of W (bf16, rows × K, row-major; rows at or past `rows`
-// read as zero) against the M input rows of X (bf16, row stride ldx), and
-// hands each result to out(m, j, value) for row n0 + j. SPW bounds the
-// steps of a chunk: SPW ≥ ceil(K / 16 / kWarps). red is shared memory
-// of kWarps × 16 × 8·NB floats.
-template <int NB, int SPW, class Out>
-__device__ void tile_product(const __nv_bfloat16 *W, int rows, int K, int n0, const __nv_bfloat16 *X, int ldx, int M,
-                             float *red, Out out) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, q = lane & 3;  // fragment row group, column pair
-  const int S = K / 16;
-  const int s0 = warp * S / kWarps, s1 = (warp + 1) * S / kWarps;  // the warp's chunk of steps
-  // The warp's weight fragments: for step s0 + i and n8 tile j, rows
-  // n0 + 8j + g, columns 2q, 2q+1 and 2q+8, 2q+9 of the step.
-  unsigned b[SPW][NB][2];
-#pragma unroll
-  for (int i = 0; i < SPW; i++) {
-    const int s = s0 + i;
-#pragma unroll
-    for (int j = 0; j < NB; j++) {
-      const int r = n0 + 8 * j + g;
-      if (s < s1 && r < rows) {
-        const __nv_bfloat16 *p = W + (size_t)r * K + 16 * s + 2 * q;
-        b[i][j][0] = ld_bf16x2(p);
-        b[i][j][1] = ld_bf16x2(p + 8);
-      } else {
-        b[i][j][0] = b[i][j][1] = 0u;
-      }
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const unsigned *>(&v);
+}
+
+__device__ __forceinline__ uint4 pack8(const float *f) {
+  return make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
+}
+
+// A weight loader: load issues the global loads of 8 consecutive values
+// from column c of a row (row: the row's first byte, null for a row past
+// the matrix, which reads as zero; sc: a Q8_0 row's scales); bf16 turns
+// them into 8 BF16 values when they are used.
+template <int TY> struct WRaw;
+template <> struct WRaw<RLM_TYPE_BF16> {
+  uint4 v;
+  __device__ __forceinline__ void load(const char *row, const float *, int c) {
+    v = row ? ldw(row + (size_t)c * 2) : make_uint4(0, 0, 0, 0);
+  }
+  __device__ __forceinline__ uint4 bf16() const { return v; }
+};
+template <> struct WRaw<RLM_TYPE_F16> {
+  uint4 v;
+  __device__ __forceinline__ void load(const char *row, const float *, int c) {
+    v = row ? ldw(row + (size_t)c * 2) : make_uint4(0, 0, 0, 0);
+  }
+  __device__ __forceinline__ uint4 bf16() const {
+    float f[8];
+    WT<RLM_TYPE_F16>::cvt(v, f);
+    return pack8(f);
+  }
+};
+template <> struct WRaw<RLM_TYPE_Q8_0> {
+  uint4 v;
+  float s;
+  __device__ __forceinline__ void load(const char *row, const float *sc, int c) {
+    if (row) {
+      v = ldw8(row + c);
+      s = __ldg(sc + c / 32);
+    } else {
+      v = make_uint4(0, 0, 0, 0);
+      s = 0.f;
     }
   }
-  for (int m0 = 0; m0 < M; m0 += 16) {
-    float acc[NB][4];
+  __device__ __forceinline__ uint4 bf16() const {  // weight = scale × quant, then one rounding
+    float f[8];
+    WT<RLM_TYPE_Q8_0>::cvt(v, f);
 #pragma unroll
-    for (int j = 0; j < NB; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-    const int ra = m0 + g, rb = m0 + g + 8;
-#pragma unroll
-    for (int i = 0; i < SPW; i++) {
-      const int s = s0 + i;
-      if (s >= s1) break;
-      const int c = 16 * s + 2 * q;
-      unsigned a[4];
-      a[0] = ra < M ? ld_bf16x2(X + (size_t)ra * ldx + c) : 0u;
-      a[1] = rb < M ? ld_bf16x2(X + (size_t)rb * ldx + c) : 0u;
-      a[2] = ra < M ? ld_bf16x2(X + (size_t)ra * ldx + c + 8) : 0u;
-      a[3] = rb < M ? ld_bf16x2(X + (size_t)rb * ldx + c + 8) : 0u;
-#pragma unroll
-      for (int j = 0; j < NB; j++) mma_bf16(acc[j], a, b[i][j][0], b[i][j][1]);
+    for (int i = 0; i < 8; i++) f[i] *= s;
+    return pack8(f);
+  }
+};
+template <> struct WRaw<RLM_TYPE_F32> {
+  uint4 a, b;
+  __device__ __forceinline__ void load(const char *row, const float *, int c) {
+    if (row) {
+      a = ldw(row + (size_t)c * 4);
+      b = ldw(row + (size_t)c * 4 + 16);
+    } else {
+      a = b = make_uint4(0, 0, 0, 0);
     }
-    // The warps' partial sums, then their sum in warp order.
-    constexpr int W8 = 8 * NB;
+  }
+  __device__ __forceinline__ uint4 bf16() const {
+    return make_uint4(pack_bf16(__uint_as_float(a.x), __uint_as_float(a.y)),
+                      pack_bf16(__uint_as_float(a.z), __uint_as_float(a.w)),
+                      pack_bf16(__uint_as_float(b.x), __uint_as_float(b.y)),
+                      pack_bf16(__uint_as_float(b.z), __uint_as_float(b.w)));
+  }
+};
+
+// Bytes of a row of W as the device keeps it (Q8_0: the int8 quants).
+__device__ __forceinline__ size_t row_bytes(const DMat &W) {
+  return W.type == RLM_TYPE_F32 ? (size_t)W.cols * 4 : W.type == RLM_TYPE_Q8_0 ? (size_t)W.cols : (size_t)W.cols * 2;
+}
+
+// gstage writes input rows m0..m0+mrows, columns [c0, c0+ncols), as BF16
+// into xs (row pitch `pitch`), with the whole block: in.g set means
+// g[c] * (x[c] * inv[t]) (the CPU's RMSNorm operations), rounded once.
+__device__ void gstage(const In &in, int m0, int mrows, int c0, int ncols, __nv_bfloat16 *xs, int pitch) {
+  const int per_row = ncols / 8;
+  for (int e = threadIdx.x; e < mrows * per_row; e += kThreads) {
+    const int t = e / per_row, c = c0 + (e % per_row) * 8, tt = m0 + t;
+    const float *x = in.x + (size_t)(in.map ? in.map[tt] : tt) * in.ld + c;
+    const float4 a = *reinterpret_cast<const float4 *>(x), b = *reinterpret_cast<const float4 *>(x + 4);
+    float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    if (in.g) {
+      const float inv = in.inv[tt];
+      const float4 ga = *reinterpret_cast<const float4 *>(in.g + c), gb = *reinterpret_cast<const float4 *>(in.g + c + 4);
+      const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
 #pragma unroll
-    for (int j = 0; j < NB; j++) {
-      float *p = red + (size_t)warp * 16 * W8;
-      p[g * W8 + 8 * j + 2 * q] = acc[j][0];
-      p[g * W8 + 8 * j + 2 * q + 1] = acc[j][1];
-      p[(g + 8) * W8 + 8 * j + 2 * q] = acc[j][2];
-      p[(g + 8) * W8 + 8 * j + 2 * q + 1] = acc[j][3];
+      for (int i = 0; i < 8; i++) v[i] = g[i] * (v[i] * inv);
     }
-    __syncthreads();
-    for (int e = threadIdx.x; e < 16 * W8; e += kThreads) {
-      const int m = m0 + e / W8, j = e % W8;
-      if (m < M && n0 + j < rows) {
-        float sum = 0.f;
-        for (int w = 0; w < kWarps; w++) sum += red[(size_t)w * 16 * W8 + e];
-        out(m, j, sum);
-      }
-    }
+    *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + (c - c0)) = pack8(v);
+  }
+}
+
+// Where a product keeps its cross-block state: the chunks' partial sums
+// ([chunk][M][tiles × kGemmRows] floats) and a counter per (pass, tile),
+// zero between products (the last block of a tile resets its counter).
+struct GemmScratch {
+  float *part;
+  int *cnt;
+};
+
+// gemm_t runs Y = in · Wᵀ over M input rows with the whole grid and hands
+// every output to epi(t, n, y[t][n], y[t][n + 8]) for the rows n of the
+// lower halves of the m16 tiles (n % 16 < 8); n and n + 8 may be past
+// W.rows. xs is the block's shared memory (cap bytes). A matrix of several
+// chunks is summed, chunk by chunk in order, by the last block to finish a
+// tile when M ≤ kSmallM; above, by every block after a grid barrier (the
+// same sums; spread over the grid, since they grow with M). Not inlined:
+// the product gets its registers whatever the phase around it keeps live.
+//
+// W, in and epi come by value: copies the compiler knows no store touches,
+// so their fields stay in registers through the loops.
+template <int TY, int PASS, int PF, class Epi>
+__device__ __noinline__ void gemm_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,
+                                    Epi epi) {
+  constexpr int NT = PASS / 8;
+  __shared__ int s_last;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int K = W.cols, G = K / 32, nk = W.nk;
+  const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, units = tiles * nk, npad = tiles * kGemmRows;
+  const bool spread = nk > 1 && M > kSmallM;
+  const int pitch_all = gemm_pitch(K);
+  const bool resident = M <= PASS && (size_t)((M + 7) / 8 * 8) * pitch_all * 2 <= cap;
+  const int pitch = resident ? pitch_all : gemm_pitch(kSG * 32);
+  constexpr int kPairs = kGemmRows / 2;
+  __syncthreads();  // the previous user of the shared memory is done
+  if (resident) {
+    gstage(in, 0, M, 0, K, xs, pitch_all);
     __syncthreads();
   }
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const int tile = u / nk, chunk = u % nk;
+    const int j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
+    const int rlo = tile * kGemmRows + warp * 16 + g, rhi = rlo + 8;
+    const size_t rb = row_bytes(W);
+    const char *plo = rlo < W.rows ? reinterpret_cast<const char *>(W.w) + rlo * rb : nullptr;
+    const char *phi = rhi < W.rows ? reinterpret_cast<const char *>(W.w) + rhi * rb : nullptr;
+    const float *slo = TY == RLM_TYPE_Q8_0 ? W.sc + (size_t)rlo * (K / 32) : nullptr;
+    const float *shi = TY == RLM_TYPE_Q8_0 ? W.sc + (size_t)rhi * (K / 32) : nullptr;
+    // Passes inside the unit: the later ones read the unit's weights from L2.
+    for (int m0 = 0, pass = 0; m0 < M; m0 += PASS, pass++) {
+      const int mrows = min(PASS, M - m0);
+      const __nv_bfloat16 *xrow = xs + (size_t)((resident ? m0 : 0) + g) * pitch + 8 * q;
+      float acc[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+      WRaw<TY> wl[PF], wh[PF];
+#pragma unroll
+      for (int i = 0; i < PF; i++)
+        if (j0 + i < j1) {
+          wl[i].load(plo, slo, 32 * (j0 + i) + 8 * q);
+          wh[i].load(phi, shi, 32 * (j0 + i) + 8 * q);
+        }
+      for (int s0 = j0; s0 < j1; s0 += kSG) {
+        const int s1 = min(s0 + kSG, j1);
+        int cbase = 0;
+        if (!resident) {
+          __syncthreads();
+          gstage(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
+          __syncthreads();
+          cbase = 32 * s0;
+        }
+        for (int jb = s0; jb < s1; jb += PF) {
+#pragma unroll
+          for (int i = 0; i < PF; i++) {
+            const int j = jb + i;
+            if (j < s1) {
+              const uint4 lo = wl[i].bf16(), hi = wh[i].bf16();
+              if (j + PF < j1) {
+                wl[i].load(plo, slo, 32 * (j + PF) + 8 * q);
+                wh[i].load(phi, shi, 32 * (j + PF) + 8 * q);
+              }
+              const __nv_bfloat16 *xc = xrow + (32 * j - cbase);
+#pragma unroll
+              for (int nt = 0; nt < NT; nt++) {
+                if (nt * 8 < mrows) {
+                  const uint4 b = *reinterpret_cast<const uint4 *>(xc + (size_t)nt * 8 * pitch);
+                  mma_bf16(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+                  mma_bf16(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+                }
+              }
+            }
+          }
+        }
+      }
+      if (nk == 1) {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int t = m0 + nt * 8 + 2 * q + e;
+            if (nt * 8 < mrows && t < M) epi(t, rlo, acc[nt][e], acc[nt][2 + e]);
+          }
+        continue;
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int t = m0 + nt * 8 + 2 * q + e;
+          if (nt * 8 < mrows && t < M) {
+            float *p = s.part + ((size_t)chunk * M + t) * npad;
+            p[rlo] = acc[nt][e];
+            p[rhi] = acc[nt][2 + e];
+          }
+        }
+      if (spread) continue;
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) s_last = atomicAdd(&s.cnt[pass * tiles + tile], 1) == nk - 1;
+      __syncthreads();
+      if (!s_last) continue;
+      __threadfence();
+      for (int e = threadIdx.x; e < mrows * kPairs; e += kThreads) {
+        const int t = m0 + e / kPairs, p = e % kPairs;
+        const int n = tile * kGemmRows + (p / 8) * 16 + p % 8;
+        float lo = 0.f, hi = 0.f;
+        for (int c = 0; c < nk; c++) {
+          const float *pp = s.part + ((size_t)c * M + t) * npad;
+          lo += __ldcg(pp + n);
+          hi += __ldcg(pp + n + 8);
+        }
+        epi(t, n, lo, hi);
+      }
+      if (threadIdx.x == 0) s.cnt[pass * tiles + tile] = 0;
+    }
+  }
+  if (!spread) return;
+  cg::this_grid().sync();
+  const size_t total = (size_t)tiles * M * kPairs;
+  for (size_t e = (size_t)blockIdx.x * kThreads + threadIdx.x; e < total; e += (size_t)gridDim.x * kThreads) {
+    const int p = (int)(e % kPairs), t = (int)(e / kPairs % M), tile = (int)(e / kPairs / M);
+    const int n = tile * kGemmRows + (p / 8) * 16 + p % 8;
+    float lo = 0.f, hi = 0.f;
+    for (int c = 0; c < nk; c++) {
+      const float *pp = s.part + ((size_t)c * M + t) * npad;
+      lo += __ldcg(pp + n);
+      hi += __ldcg(pp + n + 8);
+    }
+    epi(t, n, lo, hi);
+  }
+}
+
+template <class Epi>
+__device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap, GemmScratch s, Epi epi) {
+  __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
+  if (M <= kSmallM) {
+    if (W.type == RLM_TYPE_BF16) gemm_t<RLM_TYPE_BF16, kSmallM, kSmallPF>(W, in, M, xs, cap, s, epi);
+    else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kSmallM, kSmallPF>(W, in, M, xs, cap, s, epi);
+    else if (W.type == RLM_TYPE_Q8_0) gemm_t<RLM_TYPE_Q8_0, kSmallM, kSmallPF>(W, in, M, xs, cap, s, epi);
+    else gemm_t<RLM_TYPE_F32, kSmallM, 4>(W, in, M, xs, cap, s, epi);
+    return;
+  }
+  if (W.type == RLM_TYPE_BF16) gemm_t<RLM_TYPE_BF16, kPass, kPF>(W, in, M, xs, cap, s, epi);
+  else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kPass, kPF>(W, in, M, xs, cap, s, epi);
+  else if (W.type == RLM_TYPE_Q8_0) gemm_t<RLM_TYPE_Q8_0, kPass, kPF>(W, in, M, xs, cap, s, epi);
+  else gemm_t<RLM_TYPE_F32, kPass, kPF>(W, in, M, xs, cap, s, epi);
+}
+
+// The pairs of the QKV matrix, in the order its rows are permuted to at
+// upload (pair p: rows 16⌊p/8⌋ + p%8 and that + 8): for each Q head, then
+// each K head, the RoPE pairs (rope index k; neox: rows k and k + rope/2,
+// else 2k and 2k + 1), then the unrotated dimensions two by two (rope -1);
+// then V two by two. Host and device share it.
+struct QKVPair {
+  int r0, r1, rope;
+};
+__host__ __device__ inline QKVPair qkv_pair(int p, int n_head, int n_kv, int hd, int rope_dim, int neox) {
+  const int qd = n_head * hd, kvd = n_kv * hd, half = rope_dim / 2, per_head = hd / 2;
+  const int head_pairs = (n_head + n_kv) * per_head;
+  if (p >= head_pairs) {
+    const int r0 = qd + kvd + 2 * (p - head_pairs);
+    return QKVPair{r0, r0 + 1, -1};
+  }
+  const int head = p / per_head, k = p % per_head;
+  const int base = head < n_head ? head * hd : qd + (head - n_head) * hd;
+  if (k < half) return neox ? QKVPair{base + k, base + k + half, k} : QKVPair{base + 2 * k, base + 2 * k + 1, k};
+  const int r0 = base + rope_dim + 2 * (k - half);
+  return QKVPair{r0, r0 + 1, -1};
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ struct DMat {
   const void *w;  // Q8_0: the int8 quants, row-major
   int type, rows, cols;
   const float *sc;  // Q8_0: one scale per 32 weights, [rows][cols/32]
+  int nk;           // the tensor-core product's chunks of 32-column groups (mma.cuh), fixed at upload
 };
 
 struct DLayer {
@@ -106,6 +107,11 @@ struct Dev {
   int fault;  // a device-side invariant broke (detail for the host)
   float *inv;  // [max(max_tok, slots)] RMSNorm factors when computed by a phase of their own
   float2 *rope_cs;  // [max_tok][64]: cos and sin of each token's RoPE angles, computed once per step
+  // The matrix phases: on the tensor cores (matmul.cuh; QKV and gate/up
+  // rows permuted at upload), or on the CUDA cores (gemv.cuh) when 0.
+  int mma;
+  float *gpart;  // the products' partial sums per chunk (mma.cuh GemmScratch)
+  int *gcnt;     // their per-(pass, tile) counters
   // RINGLM_CUDA_PROFILE=1: block 0 adds each phase's time (ns, grid barrier
   // included) and prints the totals when the kernel stops.
   int profile;

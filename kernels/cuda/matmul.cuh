@@ -1,0 +1,106 @@
+#pragma once
+// matmul.cuh: the matrix phases on the tensor cores (gemm, mma.cuh), each
+// a product over all of the step's rows and an epilogue: QKV (bias, RoPE,
+// K and V into the paged float16 cache), the output and down projections
+// added to the residual stream, gate/up with SiLU, and the LM head (logits
+// and the greedy order keys). The CUDA-core phases of gemv.cuh and
+// attention.cuh do the same work one weight row pair per warp; they remain
+// for RINGLM_CUDA_GEMV=1 and for shapes the products do not take.
+#include "mma.cuh"
+
+namespace {
+
+struct MPhase {
+  void *smem;
+  size_t cap;
+  GemmScratch s;
+};
+
+// QKV: rows permuted into RoPE pairs (qkv_pair), so a thread holds both
+// halves of a pair for its token.
+__device__ void mphase_qkv(Dev &d, const DLayer &L, int layer, const In &in, const MPhase &mp) {
+  const int qd = d.n_head * d.hd, kvd = d.n_kv * d.hd, npairs = (qd + 2 * kvd) / 2;
+  gemm(L.qkv, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float v0, float v1) {
+    const int p = (n / 16) * 8 + n % 16;
+    if (p >= npairs) return;
+    const QKVPair pr = qkv_pair(p, d.n_head, d.n_kv, d.hd, d.rope_dim, d.neox);
+    if (L.qkv_bias) {
+      v0 += L.qkv_bias[pr.r0];
+      v1 += L.qkv_bias[pr.r1];
+    }
+    if (pr.rope >= 0) {
+      const float2 cs = d.rope_cs[t * 64 + pr.rope];
+      const float x0 = v0, x1 = v1;
+      v0 = x0 * cs.x - x1 * cs.y;
+      v1 = x0 * cs.y + x1 * cs.x;
+    }
+    if (pr.r0 < qd) {
+      d.q[(size_t)t * qd + pr.r0] = v0;
+      d.q[(size_t)t * qd + pr.r1] = v1;
+      return;
+    }
+    const bool isv = pr.r0 >= qd + kvd;
+    const int rr0 = pr.r0 - qd - (isv ? kvd : 0), rr1 = pr.r1 - qd - (isv ? kvd : 0);
+    const int pos = d.t_pos[t], slot = d.t_slot[t];
+    const int blk = d.btab[slot * d.max_bpb + pos / d.bs];
+    __half *cache = isv ? d.vcache : d.kcache;
+    const size_t base = ((((size_t)layer * d.num_blocks + blk) * d.n_kv + rr0 / d.hd) * d.bs + pos % d.bs) * d.hd;
+    cache[base + rr0 % d.hd] = __float2half_rn(v0);
+    cache[base + rr1 % d.hd] = __float2half_rn(v1);
+  });
+}
+
+// x[t][n] += W[n] · in[t] (the output and down projections).
+__device__ void mphase_residual(Dev &d, const DMat &W, const In &in, const MPhase &mp) {
+  gemm(W, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float v0, float v1) {
+    float *x = d.x + (size_t)t * d.dim;
+    if (n < W.rows) x[n] += v0;
+    if (n + 8 < W.rows) x[n + 8] += v1;
+  });
+}
+
+// h[t][r] = silu(gate_r · in[t]) * (up_r · in[t]): gate and up rows
+// interleaved by eights at upload, so a thread holds both.
+__device__ void mphase_ffn_up(Dev &d, const DLayer &L, const In &in, const MPhase &mp) {
+  gemm(L.gu, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float g, float u) {
+    const int r = (n / 16) * 8 + n % 16;
+    if (r >= d.ffn) return;
+    const float s = g / (1.f + (float)exp((double)-g));
+    d.h[(size_t)t * d.ffn + r] = s * u;
+  });
+}
+
+// logits[row] = output · norm(x[r_tok[row]]), with each row's largest order
+// key and whether it has a finite logit, as phase_head (gemv.cuh) keeps them.
+__device__ void mphase_head(Dev &d, const In &in, const MPhase &mp, unsigned long long *sbest, int *sfin) {
+  const int R = d.n_rows;
+  const bool best = R <= kBestRows;
+  if (best) {
+    for (int i = threadIdx.x; i < R; i += kThreads) sbest[i] = 0, sfin[i] = 0;
+    __syncthreads();
+  }
+  auto one = [&](int t, int n, float v) {
+    if (n >= d.vocab) return;
+    d.logits[(size_t)t * d.vocab + n] = v;
+    const bool fin = isfinite(v);
+    if (best) {
+      atomicMax(&sbest[t], keyof(clean(v), n));  // the raw value: clean() makes +Inf the largest float
+      if (fin) sfin[t] = 1;
+    } else if (fin && !d.r_finite[t]) {
+      d.r_finite[t] = 1;  // every writer writes 1
+    }
+  };
+  gemm(d.output, in, R, mp.smem, mp.cap, mp.s, [&](int t, int n, float v0, float v1) {
+    one(t, n, v0);
+    one(t, n + 8, v1);
+  });
+  if (best) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < R; i += kThreads) {
+      atomicMax(&d.r_best[i], sbest[i]);
+      if (sfin[i]) d.r_finite[i] = 1;
+    }
+  }
+}
+
+}  // namespace
