@@ -155,16 +155,21 @@ const GenerateTimeout = 10 * time.Minute
 // tokens, logprobs and alternatives (as many as its Params.TopLogprobs
 // asked for) until it ends.
 func Generate(e *engine.Engine, reqs []engine.Request) ([]Seq, error) {
+	out, _, err := generate(e, reqs)
+	return out, err
+}
+
+// generate is Generate that also returns the streams (their timelines).
+// Its context cancels whatever still runs when it returns: the requests
+// left on an error.
+func generate(e *engine.Engine, reqs []engine.Request) ([]Seq, []*engine.Stream, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), GenerateTimeout)
 	defer cancel()
 	streams := make([]*engine.Stream, len(reqs))
 	for i, r := range reqs {
 		s, err := e.Submit(ctx, r)
 		if err != nil {
-			for _, s := range streams[:i] {
-				s.Cancel()
-			}
-			return nil, fmt.Errorf("request %d: %w", i, err)
+			return nil, nil, fmt.Errorf("request %d: %w", i, err)
 		}
 		streams[i] = s
 	}
@@ -176,7 +181,7 @@ func Generate(e *engine.Engine, reqs []engine.Request) ([]Seq, error) {
 			var err error
 			buf, done, err = s.Recv(ctx, buf[:0])
 			if err != nil {
-				return nil, fmt.Errorf("request %d on %s: %w", i, e.DeviceName(), err)
+				return nil, nil, fmt.Errorf("request %d on %s: %w", i, e.DeviceName(), err)
 			}
 			for _, tk := range buf {
 				out[i] = append(out[i], Sampled{Token: tk.ID, Logprob: tk.Logprob, Top: tk.Top()})
@@ -186,10 +191,10 @@ func Generate(e *engine.Engine, reqs []engine.Request) ([]Seq, error) {
 			}
 		}
 		if _, err := s.Finish(); err != nil {
-			return nil, fmt.Errorf("request %d on %s: %w", i, e.DeviceName(), err)
+			return nil, nil, fmt.Errorf("request %d on %s: %w", i, e.DeviceName(), err)
 		}
 	}
-	return out, nil
+	return out, streams, nil
 }
 
 // Greedy runs copies of reqs at temperature 0 with logprobs and k
