@@ -87,7 +87,12 @@ type Options struct {
 	ChatTemplate string
 	Device       string // auto, cpu or cuda ("" = auto)
 	Slots        int    // sequences decoded together (at least 1)
-	TokenBudget  int    // tokens per engine step, prefill and decode together (0: the engine's default)
+	// TokenBudget is the tokens of one engine step, prefill and decode
+	// together, and PrefillChunk the prompt tokens one request gets in a
+	// step (at most TokenBudget); 0 takes the device's default
+	// (DefaultTokenBudget, DefaultPrefillChunk).
+	TokenBudget  int
+	PrefillChunk int
 	// KVBlocks is the size of the KV pool in blocks of
 	// model.DefaultBlockSize positions; 0 sizes it from KVMemoryMiB
 	// (at least 1 MiB), capped at every slot at full context and, on the
@@ -112,6 +117,9 @@ func (o *Options) Check() error {
 	kvt, err := parseKVType(o.KVType)
 	if err != nil {
 		return err
+	}
+	if o.TokenBudget < 0 || o.PrefillChunk < 0 {
+		return fmt.Errorf("--token-budget %d, --prefill-chunk %d: must be ≥ 0 (0: the device's default)", o.TokenBudget, o.PrefillChunk)
 	}
 	if o.Device == "cuda" && kvt != gguf.TypeF16 {
 		return fmt.Errorf("--kv-type %s: the cuda device keeps an f16 KV cache", o.KVType)
@@ -211,7 +219,7 @@ func Start(w *Weights, o Options) (*Runner, error) {
 			eos = append(eos, id)
 		}
 	}
-	eng, err := engine.New(engine.Config{Slots: slots, TokenBudget: o.TokenBudget, NumBlocks: dev.blocks, BlockSize: model.DefaultBlockSize,
+	eng, err := engine.New(engine.Config{Slots: slots, TokenBudget: dev.budget, PrefillChunk: dev.chunk, NumBlocks: dev.blocks, BlockSize: model.DefaultBlockSize,
 		PrefixCache: o.PrefixCache, MaxQueue: o.MaxQueue, Context: mdl.Context, Vocab: mdl.Vocab, EOS: eos,
 		Allocator: dev.alloc, Log: o.Log, StepHook: o.StepHook}, dev.dev)
 	if err != nil {
