@@ -999,6 +999,18 @@ type benchClock struct {
 	steps, from, full int
 	t0, t1            uint64
 	base, measured    int
+	spans             []uint64 // each step's device time, while recording
+	recording         bool
+}
+
+// record starts (or, with false, stops) keeping every step's device time
+// and returns the times kept so far.
+func (c *benchClock) record(on bool) []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.spans
+	c.spans, c.recording = nil, on
+	return s
 }
 
 func (c *benchClock) reset(from, full int) {
@@ -1008,9 +1020,12 @@ func (c *benchClock) reset(from, full int) {
 	c.mu.Unlock()
 }
 
-func (c *benchClock) hook(_ uint64, entries int, _, end uint64) {
+func (c *benchClock) hook(_ uint64, entries int, start, end uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.recording {
+		c.spans = append(c.spans, end-start)
+	}
 	c.steps++
 	switch {
 	case c.steps < c.from || c.full == 0:
@@ -1027,7 +1042,11 @@ func (c *benchClock) hook(_ uint64, entries int, _, end uint64) {
 // streamed per second (WeightBytes / step time), the device's copy
 // bandwidth measured in the same run, and the floor (WeightBytes / copy
 // bandwidth: a step cannot read the weights faster than a copy moves
-// bytes) with the step time as a multiple of it.
+// bytes) with the step time as a multiple of it. Then prefill2048: a
+// 2048-token prompt in one step (token budget and prefill chunk 2048, the
+// CUDA defaults), its step's device time as ms/prefill (the median of up
+// to benchPrefillReps prompts) and prompt tokens per second: the figure
+// bench/peers/gptfast.py's prefill row is compared with.
 func BenchmarkDecode(b *testing.B) {
 	needGPU(b)
 	s, err := synth.Lookup("llama-3.2-1b", "")
@@ -1046,7 +1065,8 @@ func BenchmarkDecode(b *testing.B) {
 	b.Logf("synthetic %s: %.2f GB of weights per step, written and mapped in %v", s.Name, float64(m.WeightBytes())/1e9,
 		time.Since(t0).Round(time.Millisecond))
 	const maxBatch, ctx = 256, 4096
-	dev, err := Open(m, Options{Slots: maxBatch, Context: ctx, MaxStepTokens: 512, KVMaxBytes: 40 << 30})
+	const budget = 2048
+	dev, err := Open(m, Options{Slots: maxBatch, Context: ctx, MaxStepTokens: budget, KVMaxBytes: 40 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -1060,7 +1080,7 @@ func BenchmarkDecode(b *testing.B) {
 	info, _ := dev.Info()
 	b.Logf("%s: copy bandwidth %.0f GB/s, floor %.3f ms/step, %d KV blocks", info.Name, copyBW, floorMS, dev.NumBlocks())
 	clock := &benchClock{}
-	e, err := engine.New(engine.Config{Slots: maxBatch, TokenBudget: 512, NumBlocks: dev.NumBlocks(), BlockSize: dev.BlockSize(),
+	e, err := engine.New(engine.Config{Slots: maxBatch, TokenBudget: budget, PrefillChunk: budget, NumBlocks: dev.NumBlocks(), BlockSize: dev.BlockSize(),
 		Vocab: m.Vocab, Context: ctx, Allocator: dev.Allocator(), StepHook: clock.hook}, dev)
 	if err != nil {
 		b.Fatal(err)
@@ -1109,4 +1129,45 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+	b.Run(fmt.Sprintf("prefill%d", budget), func(b *testing.B) {
+		r := rand.New(rand.NewPCG(2048, 1))
+		prompt := make([]int32, budget)
+		for i := range prompt {
+			prompt[i] = int32(r.IntN(m.Vocab))
+		}
+		p := sample.Defaults()
+		p.Temperature, p.MaxTokens = 0, 1
+		one := func() {
+			s, err := e.Submit(context.Background(), engine.Request{Prompt: prompt, Params: p})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := drain(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		one() // untimed: the first long step touches scratch memory
+		clock.record(true)
+		n := min(b.N, benchPrefillReps)
+		b.ResetTimer()
+		for range n {
+			one()
+		}
+		b.StopTimer()
+		spans := clock.record(false)
+		// No prefix cache: each prompt is one step of 2048 tokens.
+		if len(spans) != n {
+			b.Fatalf("%d prompts took %d steps, want one each", n, len(spans))
+		}
+		slices.Sort(spans)
+		ms := float64(spans[n/2]) / 1e6
+		b.ReportMetric(ms, "ms/prefill")
+		b.ReportMetric(float64(budget)/(ms/1e3), "tok/s")
+		b.ReportMetric(float64(n), "prompts")
+		b.ReportMetric(0, "ns/op")
+	})
 }
+
+// benchPrefillReps bounds the prompts BenchmarkDecode's prefill row times
+// (the -test.benchtime of the decode rows would be hundreds).
+const benchPrefillReps = 8
