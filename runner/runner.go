@@ -9,8 +9,9 @@
 // to the CPU when auto finds no usable GPU or the GPU cannot take the
 // model), the choice of chat template (--chat-template, else the GGUF's,
 // else ChatML for a GGUF without one, as llama.cpp's server does; logged
-// once), the KV pool's size, the names a model answers to and its
-// fingerprint. It does not schedule requests (package engine) nor speak
+// once), the KV pool's size, the step sizes by device (DefaultTokenBudget:
+// 2048 tokens a step on the GPU, the engine's 512 on the CPU), the names a
+// model answers to and its fingerprint. It does not schedule requests (package engine) nor speak
 // HTTP (package httpapi, which serves a Runner's engine without importing
 // this package, so that the HTTP layer builds without the kernels).
 package runner
