@@ -45,8 +45,9 @@ type EngineOptions struct {
 	Warmup     int    // full-batch decode steps run before the timed ones
 	PrefillLen int    // prompt tokens per request of the prefill rows (0: no prefill rows)
 	KVType     string // f16 or f32 (f32 on the cpu device only)
-	// TokenBudget is the engine's tokens per step (0: 512, or the
-	// largest batch if larger: a decode step must hold the whole batch).
+	// TokenBudget is the engine's tokens per step (0: the device's
+	// default, runner.DefaultTokenBudget, or the largest batch if larger:
+	// a decode step must hold the whole batch).
 	TokenBudget int
 	CopyMiB     int // CPU copy-bandwidth buffer in MiB (0: 256)
 	Log         zerolog.Logger
@@ -488,9 +489,13 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	for _, v := range o.Batches {
 		maxBatch = max(maxBatch, v)
 	}
+	kind, err := runner.PickDevice(o.Device, o.KVType, zerolog.Nop())
+	if err != nil {
+		return nil, err
+	}
 	budget := o.TokenBudget
 	if budget <= 0 {
-		budget = max(512, maxBatch)
+		budget = max(runner.DefaultTokenBudget(kind), maxBatch)
 	}
 	if budget < maxBatch {
 		return nil, fmt.Errorf("--token-budget %d is below the largest batch %d: a decode step could not hold the batch", budget, maxBatch)
@@ -548,9 +553,7 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	// The CUDA copy bandwidth must be measured before the engine's
 	// kernel starts.
 	cudaBW, cudaErr := math.NaN(), error(nil)
-	if kind, err := runner.PickDevice(o.Device, o.KVType, zerolog.Nop()); err != nil {
-		return nil, err
-	} else if kind == "cuda" {
+	if kind == "cuda" {
 		cudaBW, cudaErr = cudaCopyBandwidth()
 	}
 
@@ -719,7 +722,7 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.Int("warmup", 4, "full-batch decode steps run before the timed ones")
 	prefillLen := fs.Int("prefill-len", 512, "prompt tokens per request of the prefill rows (0: no prefill rows)")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or f32 (f32 on the cpu device only)")
-	budget := fs.Int("token-budget", 0, "tokens per engine step (0: 512, or the largest batch if larger)")
+	budget := fs.Int("token-budget", 0, "tokens per engine step (0: the device's default, 2048 on cuda and 512 on cpu, or the largest batch if larger)")
 	copyMiB := fs.Int("copy-mib", 256, "cpu device: the copy-bandwidth buffer in MiB")
 	jsonPath := fs.String("json", "", "also write the rows as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")

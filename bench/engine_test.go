@@ -13,6 +13,7 @@ import (
 	"ringlm/gguf"
 	"ringlm/internal/testmodel"
 	"ringlm/model"
+	"ringlm/runner"
 	"ringlm/synth"
 )
 
@@ -162,6 +163,9 @@ func TestEngineCPU(t *testing.T) {
 	}
 	if rep.Device != "cpu" || rep.Bandwidth == nil || *rep.Bandwidth <= 0 || rep.Layers != 4 || rep.KVElemBytes != 2 || len(rep.Rows) != 4 {
 		t.Fatalf("report %+v", rep)
+	}
+	if rep.TokenBudget != runner.DefaultTokenBudget("cpu") {
+		t.Errorf("token budget %d, want the cpu device's default %d", rep.TokenBudget, runner.DefaultTokenBudget("cpu"))
 	}
 	for _, r := range rep.Rows {
 		switch r.Phase {

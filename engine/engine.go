@@ -37,8 +37,8 @@ type Device interface {
 // Config sizes the engine.
 type Config struct {
 	Slots         int // sequences on the device at once (default 64)
-	TokenBudget   int // tokens per step, prefill and decode together (default 512)
-	PrefillChunk  int // prompt tokens of one sequence per step (default 256)
+	TokenBudget   int // tokens per step, prefill and decode together (default DefaultTokenBudget)
+	PrefillChunk  int // prompt tokens of one sequence per step (default DefaultPrefillChunk, at most TokenBudget)
 	PipelineDepth int // steps submitted ahead of their completion (default 2)
 	NumBlocks     int // KV blocks in the device pool (required)
 	BlockSize     int // positions per KV block (default 16)
@@ -62,6 +62,14 @@ type Config struct {
 	Tracer *Tracer
 }
 
+// Defaults of Config: sized for the CPU device, whose step costs grow
+// with its tokens. A device that runs a step's tokens as one matrix
+// product takes more (runner.DefaultTokenBudget).
+const (
+	DefaultTokenBudget  = 512
+	DefaultPrefillChunk = 256
+)
+
 func (c *Config) defaults() error {
 	def := func(v *int, d int) {
 		if *v <= 0 {
@@ -69,8 +77,8 @@ func (c *Config) defaults() error {
 		}
 	}
 	def(&c.Slots, 64)
-	def(&c.TokenBudget, 512)
-	def(&c.PrefillChunk, 256)
+	def(&c.TokenBudget, DefaultTokenBudget)
+	def(&c.PrefillChunk, DefaultPrefillChunk)
 	def(&c.PipelineDepth, 2)
 	def(&c.BlockSize, 16)
 	def(&c.MaxQueue, 4096)

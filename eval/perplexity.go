@@ -13,6 +13,8 @@
 // the same). PPL = exp(mean NLL), and its ± is llama.cpp's
 // PPL·sqrt((E[nll²]−E[nll]²)/(count−1)). `ringlm perplexity` prints it as
 // llama.cpp does ([1]x,[2]y,… and "Final estimate: PPL = X +/- Y").
+// PerplexityWith computes the same from any source of next-token logits
+// (the GPU through the engine, in kernels/cuda's tests).
 package eval
 
 import (
@@ -95,27 +97,9 @@ const logitBudget = 64 << 20
 // split over the cores. toks is not modified.
 func Perplexity(ctx context.Context, m *model.Model, toks []int32, o Options) (*Result, error) {
 	n := o.Ctx
-	if n < MinCtx {
-		return nil, fmt.Errorf("eval: context of %d tokens; it must be at least %d", n, MinCtx)
-	}
-	if m.Context > 0 && n > m.Context {
-		return nil, fmt.Errorf("eval: context of %d tokens exceeds the model's context length of %d", n, m.Context)
-	}
-	if len(toks) < 2*n {
-		return nil, fmt.Errorf("eval: %w: you need at least %d tokens to evaluate perplexity with a context of %d; the text tokenizes to only %d tokens",
-			ErrTooShort, 2*n, n, len(toks))
-	}
-	chunks := len(toks) / n
-	if o.Chunks > 0 {
-		chunks = min(chunks, o.Chunks)
-	}
-	if o.AddBOS && (o.BOS < 0 || int(o.BOS) >= m.Vocab) {
-		return nil, fmt.Errorf("eval: BOS token %d outside the vocabulary of %d", o.BOS, m.Vocab)
-	}
-	for i, t := range toks[:chunks*n] {
-		if t < 0 || int(t) >= m.Vocab {
-			return nil, fmt.Errorf("eval: token %d (at %d) outside the model's vocabulary of %d", t, i, m.Vocab)
-		}
+	chunks, err := plan(m.Vocab, m.Context, toks, o)
+	if err != nil {
+		return nil, err
 	}
 	kvType := o.KVType
 	if kvType != gguf.TypeF16 {
@@ -141,16 +125,11 @@ func Perplexity(ctx context.Context, m *model.Model, toks []int32, o Options) (*
 
 	first := n / 2
 	per := ScoredPerChunk(n)
-	res := &Result{Ctx: n, Chunks: chunks, Tokens: len(toks), Scored: chunks * per,
-		Running: make([]float64, 0, chunks), NLL: make([]float64, 0, chunks*per)}
+	sc := newScore(len(toks), chunks, o)
 	chunk := make([]int32, n)
 	logits := make([]float32, min(outBatch, per)*m.Vocab)
-	var sum, sum2 float64
 	for c := 0; c < chunks; c++ {
-		copy(chunk, toks[c*n:(c+1)*n])
-		if o.AddBOS {
-			chunk[0] = o.BOS
-		}
+		sc.chunk(chunk, toks, c)
 		// Positions before first need no logits; the last position is
 		// only a target.
 		for p := 0; p < first; p += batch {
@@ -171,22 +150,123 @@ func Perplexity(ctx context.Context, m *model.Model, toks []int32, o Options) (*
 			if err := m.Forward(kv, []model.Seq{{Tokens: chunk[p:e], Pos: p, Blocks: table, Logits: lg, AllLogits: true}}); err != nil {
 				return nil, err
 			}
-			at := len(res.NLL)
-			res.NLL = append(res.NLL, make([]float64, e-p)...)
-			scoreRows(res.NLL[at:], lg, m.Vocab, chunk[p+1:e+1])
-			for _, v := range res.NLL[at:] {
-				sum += v
-				sum2 += v * v
-			}
+			sc.rows(lg, m.Vocab, chunk[p+1:e+1])
 		}
-		running := math.Exp(sum / float64(len(res.NLL)))
-		res.Running = append(res.Running, running)
-		if o.Progress != nil {
-			o.Progress(c+1, running)
+		sc.chunkDone(c)
+	}
+	return sc.result(), nil
+}
+
+// NextLogits writes into dst (vocabulary-sized) the logits that follow
+// tokens run from an empty cache, tokens[0] at position 0: one position's
+// logits a call, which is what a device reached through the engine gives
+// (kernels/cuda's tests).
+type NextLogits func(ctx context.Context, tokens []int32, dst []float32) error
+
+// PerplexityWith is Perplexity with the logits from next instead of the
+// CPU forward pass: the same chunks, BOS rule and scored positions, each
+// position p of a chunk asking next for the logits after chunk[:p+1].
+// vocab and ctxLen are the model's. With next computing what
+// model.Forward computes it gives Perplexity's result bitwise.
+func PerplexityWith(ctx context.Context, next NextLogits, vocab, ctxLen int, toks []int32, o Options) (*Result, error) {
+	n := o.Ctx
+	chunks, err := plan(vocab, ctxLen, toks, o)
+	if err != nil {
+		return nil, err
+	}
+	sc := newScore(len(toks), chunks, o)
+	chunk := make([]int32, n)
+	logits := make([]float32, vocab)
+	for c := 0; c < chunks; c++ {
+		sc.chunk(chunk, toks, c)
+		for p := n / 2; p < n-1; p++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if err := next(ctx, chunk[:p+1], logits); err != nil {
+				return nil, fmt.Errorf("eval: chunk %d, position %d: %w", c+1, p, err)
+			}
+			sc.rows(logits, vocab, chunk[p+1:p+2])
+		}
+		sc.chunkDone(c)
+	}
+	return sc.result(), nil
+}
+
+// plan checks the input against the model's vocabulary and context and
+// returns the number of chunks.
+func plan(vocab, ctxLen int, toks []int32, o Options) (int, error) {
+	n := o.Ctx
+	if n < MinCtx {
+		return 0, fmt.Errorf("eval: context of %d tokens; it must be at least %d", n, MinCtx)
+	}
+	if ctxLen > 0 && n > ctxLen {
+		return 0, fmt.Errorf("eval: context of %d tokens exceeds the model's context length of %d", n, ctxLen)
+	}
+	if len(toks) < 2*n {
+		return 0, fmt.Errorf("eval: %w: you need at least %d tokens to evaluate perplexity with a context of %d; the text tokenizes to only %d tokens",
+			ErrTooShort, 2*n, n, len(toks))
+	}
+	chunks := len(toks) / n
+	if o.Chunks > 0 {
+		chunks = min(chunks, o.Chunks)
+	}
+	if o.AddBOS && (o.BOS < 0 || int(o.BOS) >= vocab) {
+		return 0, fmt.Errorf("eval: BOS token %d outside the vocabulary of %d", o.BOS, vocab)
+	}
+	for i, t := range toks[:chunks*n] {
+		if t < 0 || int(t) >= vocab {
+			return 0, fmt.Errorf("eval: token %d (at %d) outside the model's vocabulary of %d", t, i, vocab)
 		}
 	}
-	res.MeanNLL, res.PPL, res.Uncertainty = summarize(sum, sum2, len(res.NLL))
-	return res, nil
+	return chunks, nil
+}
+
+// score accumulates the scored tokens' NLLs, chunk by chunk.
+type score struct {
+	o         Options
+	res       *Result
+	sum, sum2 float64
+}
+
+func newScore(tokens, chunks int, o Options) *score {
+	per := ScoredPerChunk(o.Ctx)
+	return &score{o: o, res: &Result{Ctx: o.Ctx, Chunks: chunks, Tokens: tokens, Scored: chunks * per,
+		Running: make([]float64, 0, chunks), NLL: make([]float64, 0, chunks*per)}}
+}
+
+// chunk copies chunk c of toks into dst, BOS first if asked.
+func (s *score) chunk(dst, toks []int32, c int) {
+	n := len(dst)
+	copy(dst, toks[c*n:(c+1)*n])
+	if s.o.AddBOS {
+		dst[0] = s.o.BOS
+	}
+}
+
+// rows scores targets[i] under logits row i.
+func (s *score) rows(logits []float32, vocab int, targets []int32) {
+	at := len(s.res.NLL)
+	s.res.NLL = append(s.res.NLL, make([]float64, len(targets))...)
+	scoreRows(s.res.NLL[at:], logits, vocab, targets)
+	for _, v := range s.res.NLL[at:] {
+		s.sum += v
+		s.sum2 += v * v
+	}
+}
+
+// chunkDone records the running perplexity after chunk c.
+func (s *score) chunkDone(c int) {
+	running := math.Exp(s.sum / float64(len(s.res.NLL)))
+	s.res.Running = append(s.res.Running, running)
+	if s.o.Progress != nil {
+		s.o.Progress(c+1, running)
+	}
+}
+
+func (s *score) result() *Result {
+	s.res.MeanNLL, s.res.PPL, s.res.Uncertainty = summarize(s.sum, s.sum2, len(s.res.NLL))
+	return s.res
 }
 
 // summarize turns the sums of the NLLs and of their squares over count

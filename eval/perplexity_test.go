@@ -397,3 +397,52 @@ func TestTokenize(t *testing.T) {
 		}
 	}
 }
+
+// PerplexityWith over logits that are model.Forward's of each prefix run
+// from position 0 gives Perplexity's result bitwise (the forward pass is
+// chunking-invariant), with and without BOS; an error of the logits
+// source names the chunk and position, and bad input is refused as
+// Perplexity refuses it.
+func TestPerplexityWith(t *testing.T) {
+	m, _ := tiny(t, "llama")
+	const n = 24
+	toks := randomTokens(2*n+5, m.Vocab, 11)
+	calls := 0
+	next := func(_ context.Context, prefix []int32, dst []float32) error {
+		calls++
+		nb := (len(prefix) + 15) / 16
+		kv, err := model.NewKVPool(&m.Config, gguf.TypeF32, nb, 16)
+		if err != nil {
+			return err
+		}
+		table := make([]int32, nb)
+		for i := range table {
+			table[i] = int32(i)
+		}
+		return m.Forward(kv, []model.Seq{{Tokens: prefix, Pos: 0, Blocks: table, Logits: dst}})
+	}
+	for _, bos := range []int32{-1, 2} {
+		o := Options{Ctx: n, AddBOS: bos >= 0, BOS: bos}
+		want, err := Perplexity(context.Background(), m, toks, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = 0
+		got, err := PerplexityWith(context.Background(), next, m.Vocab, m.Context, toks, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if calls != 2*ScoredPerChunk(n) || !slices.Equal(got.NLL, want.NLL) || got.PPL != want.PPL ||
+			!slices.Equal(got.Running, want.Running) || got.Scored != want.Scored || got.Chunks != 2 {
+			t.Fatalf("bos %d: %d calls; PPL %v (%d scored), Perplexity's %v (%d)", bos, calls, got.PPL, got.Scored, want.PPL, want.Scored)
+		}
+	}
+	boom := errors.New("device lost")
+	_, err := PerplexityWith(context.Background(), func(context.Context, []int32, []float32) error { return boom }, m.Vocab, m.Context, toks, Options{Ctx: n})
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "chunk 1, position 12") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := PerplexityWith(context.Background(), next, m.Vocab, m.Context, toks[:n], Options{Ctx: n}); !errors.Is(err, ErrTooShort) {
+		t.Fatalf("short input: %v", err)
+	}
+}

@@ -25,13 +25,14 @@ type Config struct {
 
 	ChatTemplate string // force a chat format instead of detecting it from the GGUF
 
-	Device      string // auto, cpu or cuda ("" = auto)
-	Slots       int
-	TokenBudget int
-	KVBlocks    int
-	KVMemoryMiB int
-	KVType      string
-	PrefixCache bool
+	Device       string // auto, cpu or cuda ("" = auto)
+	Slots        int
+	TokenBudget  int // 0: the device's default (runner.DefaultTokenBudget)
+	PrefillChunk int // 0: the device's default (runner.DefaultPrefillChunk)
+	KVBlocks     int
+	KVMemoryMiB  int
+	KVType       string
+	PrefixCache  bool
 
 	MaxQueue   int
 	MaxBody    int
@@ -58,7 +59,6 @@ func DefaultConfig() Config {
 		Port:            8080,
 		Device:          "auto",
 		Slots:           64,
-		TokenBudget:     512,
 		KVMemoryMiB:     1024,
 		KVType:          "f16",
 		PrefixCache:     true,
@@ -95,7 +95,8 @@ func (c *Config) Settings() []Setting {
 		{"chat-template", "RINGLM_CHAT_TEMPLATE", "chat `FORMAT` to use instead of the GGUF's: chatml, llama3, llama2, mistral, phi3", strVal{&c.ChatTemplate}},
 		{"device", "RINGLM_DEVICE", "`DEVICE` that runs the model: auto (cuda when libringlm_cuda.so loads and sees a GPU, else cpu; the log says which and why), cpu, or cuda (an error if unusable)", strVal{&c.Device}},
 		{"slots", "RINGLM_SLOTS", "`N` sequences decoded together (engine slots)", intVal{&c.Slots, 1, 4096}},
-		{"token-budget", "RINGLM_TOKEN_BUDGET", "`N` tokens per engine step, prefill and decode together", intVal{&c.TokenBudget, 1, 1 << 20}},
+		{"token-budget", "RINGLM_TOKEN_BUDGET", "`N` tokens per engine step, prefill and decode together, as vLLM's --max-num-batched-tokens (0: 2048 on cuda, 512 on cpu)", intVal{&c.TokenBudget, 0, 1 << 20}},
+		{"prefill-chunk", "RINGLM_PREFILL_CHUNK", "`N` prompt tokens of one request per engine step, at most --token-budget; longer prompts are prefilled over several steps (0: the whole budget on cuda, 256 on cpu)", intVal{&c.PrefillChunk, 0, 1 << 20}},
 		{"kv-blocks", "RINGLM_KV_BLOCKS", "`N` KV cache blocks of 16 positions (0: size from --kv-memory)", intVal{&c.KVBlocks, 0, 1 << 26}},
 		{"kv-memory", "RINGLM_KV_MEMORY", "KV cache size in `MiB` when --kv-blocks is 0 (capped at slots × context; on cuda also by free GPU memory)", intVal{&c.KVMemoryMiB, 1, 1 << 24}},
 		{"kv-type", "RINGLM_KV_TYPE", "KV cache element `TYPE`: f16 or f32 (cpu only; cuda keeps f16)", strVal{&c.KVType}},

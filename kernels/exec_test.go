@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -115,6 +117,9 @@ type logitsBackend struct {
 	// -Inf (fewer candidates than a slot may ask alternatives for).
 	finite int
 	lim    kernels.Limits
+	// skew, when set, changes the logits as another device's numerics
+	// would (a function of the sequence, so batch invariance holds).
+	skew func(logits []float32, h uint64)
 }
 
 func newLogits(vocab, numBlocks, blockSize int) *logitsBackend {
@@ -173,6 +178,9 @@ func (b *logitsBackend) Forward(batch []kernels.Entry) error {
 			h = logitsHash(h, b.kv[c], p)
 		}
 		fillLogits(e.Logits, h, b.finite)
+		if b.skew != nil {
+			b.skew(e.Logits, h)
+		}
 	}
 	return nil
 }
@@ -235,8 +243,14 @@ func nullFactory(t *testing.T) conformance.Factory {
 // logitsFactory opens logits devices for the suite: a model in miniature
 // that reports any position read before it was written.
 func logitsFactory(t *testing.T, vocab int) conformance.Factory {
-	return conformance.Factory{Name: "logits", New: func(tb testing.TB, c conformance.Config) (conformance.Device, ringbuf.Allocator, func() error) {
+	return skewedFactory(t, vocab, "logits", nil)
+}
+
+// skewedFactory opens logits devices whose logits skew changes.
+func skewedFactory(t *testing.T, vocab int, name string, skew func([]float32, uint64)) conformance.Factory {
+	return conformance.Factory{Name: name, New: func(tb testing.TB, c conformance.Config) (conformance.Device, ringbuf.Allocator, func() error) {
 		be := newLogits(vocab, c.Blocks, c.BlockSize)
+		be.skew = skew
 		be.lim = kernels.Limits{Context: c.Context, MaxStepTokens: c.MaxStepTokens}
 		tb.Cleanup(func() { be.check(t) })
 		return &backendDevice{Device: kernels.NewDevice("logits", be, c.Slots, c.Blocks), Backend: be, bs: c.BlockSize}, ringbuf.HeapAllocator{}, nil
@@ -257,6 +271,64 @@ func TestDiffSelf(t *testing.T) {
 	st := conformance.Diff(t, logitsFactory(t, 97), logitsFactory(t, 97), conformance.Tolerance{})
 	if st.GreedyTokens < 100 || st.SampledDiffer != 0 || st.MaxLogprobErr != 0 {
 		t.Fatalf("diff of a device with itself: %+v", st)
+	}
+}
+
+// jitter adds up to ±amp to every logit, as rounding in another device's
+// arithmetic would: near ties (the logits are uniform in [0, 3), so the
+// best two of 97 are some 0.03 apart) tip the other way.
+func jitter(amp float32) func([]float32, uint64) {
+	return func(l []float32, h uint64) {
+		for j := range l {
+			u := float32(mix(h^uint64(j)*0xD1B54A32D192ED03)>>40) / (1 << 24)
+			l[j] += amp * (2*u - 1)
+		}
+	}
+}
+
+// demote is jitter that also, at one sequence in four, sinks the best
+// token to the bottom: a device that is wrong, not rounding differently.
+func demote(l []float32, h uint64) {
+	jitter(0.01)(l, h)
+	if mix(h^0x5EED)%4 != 0 {
+		return
+	}
+	best := 0
+	for j, v := range l {
+		if v > l[best] {
+			best = j
+		}
+	}
+	l[best] = -10
+}
+
+// TestDiffTopK: Diff under the vLLM rule (Tolerance.TopK) holds a device
+// whose logits differ by rounding-sized jitter to the logits device:
+// greedy divergences happen and are accepted as near ties (judged from
+// replays where a slot asked for no alternatives), everything else
+// matches record by record. The same device fails a Diff that requires
+// equal greedy tokens, and a device that sinks the best token fails the
+// rule; both are checked in a child process, since Diff fails its test.
+func TestDiffTopK(t *testing.T) {
+	switch os.Getenv("RINGLM_DIFF_CASE") {
+	case "strict":
+		conformance.Diff(t, logitsFactory(t, 97), skewedFactory(t, 97, "jitter", jitter(0.01)), conformance.Tolerance{Logprob: 0.05})
+		return
+	case "demote":
+		conformance.Diff(t, logitsFactory(t, 97), skewedFactory(t, 97, "demote", demote), conformance.Tolerance{Logprob: 0.05, TopK: 5})
+		return
+	}
+	st := conformance.Diff(t, logitsFactory(t, 97), skewedFactory(t, 97, "jitter", jitter(0.01)), conformance.Tolerance{Logprob: 0.05, TopK: 5})
+	if st.Divergences == 0 || st.Probes == 0 || st.Uncompared == 0 || st.GreedyTokens < 100 {
+		t.Errorf("the jitter made no divergence to judge: %+v", st)
+	}
+	for c, want := range map[string]string{"strict": "greedy tokens", "demote": "beyond a near tie"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestDiffTopK$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "RINGLM_DIFF_CASE="+c)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("%s: %v, output lacks %q:\n%s", c, err, want, out)
+		}
 	}
 }
 

@@ -54,10 +54,49 @@ func pickDevice(device string, kvt gguf.Type, log zerolog.Logger) (string, error
 	return "cuda", nil
 }
 
+// DefaultTokenBudget is the tokens of one engine step on device ("cpu" or
+// "cuda") when Options.TokenBudget is 0. The CUDA kernel runs a step's
+// tokens as one matrix product that streams the weights once, so a large
+// step costs little more than a small one and prefill goes through in
+// big chunks; the CPU device's step time grows with its tokens, and a
+// smaller budget keeps the decoding requests' inter-token latency down.
+func DefaultTokenBudget(device string) int {
+	if device == "cuda" {
+		return 2048
+	}
+	return engine.DefaultTokenBudget
+}
+
+// DefaultPrefillChunk is the prompt tokens one request gets in a step on
+// device when Options.PrefillChunk is 0: on CUDA the whole budget (a
+// prompt of up to budget tokens is prefilled in one step), on the CPU the
+// engine's default.
+func DefaultPrefillChunk(device string, budget int) int {
+	if device == "cuda" {
+		return budget
+	}
+	return min(engine.DefaultPrefillChunk, budget)
+}
+
+// stepSizes resolves o's step sizes on device.
+func stepSizes(device string, o Options) (budget, chunk int) {
+	budget = o.TokenBudget
+	if budget <= 0 {
+		budget = DefaultTokenBudget(device)
+	}
+	chunk = o.PrefillChunk
+	if chunk <= 0 {
+		chunk = DefaultPrefillChunk(device, budget)
+	}
+	return budget, min(chunk, budget)
+}
+
 // device is an opened device and what the engine over it needs.
 type device struct {
 	kind   string // "cpu" or "cuda"
 	dev    engine.Device
+	budget int                    // tokens per step (stepSizes)
+	chunk  int                    // prompt tokens of one request per step
 	blocks int                    // KV blocks in its pool
 	alloc  ringbuf.Allocator      // of the engine's rings
 	fault  func() error           // nil: it cannot fault
@@ -73,10 +112,12 @@ func openDevice(mdl *model.Model, kvt gguf.Type, slots int, o Options) (*device,
 	}
 	bs := model.DefaultBlockSize
 	if kind == "cuda" {
-		cd, err := openCUDA(mdl, o, slots, bs)
+		budget, chunk := stepSizes("cuda", o)
+		cd, err := openCUDA(mdl, o, slots, bs, budget)
 		switch {
 		case err == nil:
-			return &device{kind: "cuda", dev: cd, blocks: cd.NumBlocks(), alloc: cd.Allocator(), fault: cd.Fault, exited: cd.Exited, close: cd.Close}, nil
+			return &device{kind: "cuda", dev: cd, budget: budget, chunk: chunk, blocks: cd.NumBlocks(), alloc: cd.Allocator(),
+				fault: cd.Fault, exited: cd.Exited, close: cd.Close}, nil
 		case o.Device == "cuda":
 			return nil, err
 		}
@@ -96,16 +137,17 @@ func openDevice(mdl *model.Model, kvt gguf.Type, slots int, o Options) (*device,
 	if err != nil {
 		return nil, err
 	}
-	// The same capacity rules as the CUDA device opened with these options.
-	cd.SetLimits(kernels.Limits{Context: mdl.Context, MaxStepTokens: o.TokenBudget})
-	return &device{kind: "cpu", dev: cd, blocks: blocks, alloc: o.Allocator}, nil
+	// The capacity rules of a CUDA device opened with these step sizes.
+	budget, chunk := stepSizes("cpu", o)
+	cd.SetLimits(kernels.Limits{Context: mdl.Context, MaxStepTokens: budget})
+	return &device{kind: "cpu", dev: cd, budget: budget, chunk: chunk, blocks: blocks, alloc: o.Allocator}, nil
 }
 
 // openCUDA creates the CUDA device: the model is uploaded and the KV pool
 // allocated in GPU memory, --kv-blocks blocks or as many as --kv-memory (and
 // free memory) allow, capped at every slot at full context.
-func openCUDA(mdl *model.Model, o Options, slots, bs int) (*cuda.Device, error) {
-	co := cuda.Options{Slots: slots, BlockSize: bs, Context: mdl.Context, MaxStepTokens: o.TokenBudget}
+func openCUDA(mdl *model.Model, o Options, slots, bs, budget int) (*cuda.Device, error) {
+	co := cuda.Options{Slots: slots, BlockSize: bs, Context: mdl.Context, MaxStepTokens: budget}
 	// Fault injection for the tests of fault handling: trap on that STEP.
 	if n, err := strconv.ParseUint(os.Getenv("RINGLM_CUDA_TRAP_STEP"), 10, 32); err == nil {
 		co.TrapStep = uint32(n)

@@ -9,8 +9,9 @@
 // to the CPU when auto finds no usable GPU or the GPU cannot take the
 // model), the choice of chat template (--chat-template, else the GGUF's,
 // else ChatML for a GGUF without one, as llama.cpp's server does; logged
-// once), the KV pool's size, the names a model answers to and its
-// fingerprint. It does not schedule requests (package engine) nor speak
+// once), the KV pool's size, the step sizes by device (DefaultTokenBudget:
+// 2048 tokens a step on the GPU, the engine's 512 on the CPU), the names a
+// model answers to and its fingerprint. It does not schedule requests (package engine) nor speak
 // HTTP (package httpapi, which serves a Runner's engine without importing
 // this package, so that the HTTP layer builds without the kernels).
 package runner
@@ -87,7 +88,12 @@ type Options struct {
 	ChatTemplate string
 	Device       string // auto, cpu or cuda ("" = auto)
 	Slots        int    // sequences decoded together (at least 1)
-	TokenBudget  int    // tokens per engine step, prefill and decode together (0: the engine's default)
+	// TokenBudget is the tokens of one engine step, prefill and decode
+	// together, and PrefillChunk the prompt tokens one request gets in a
+	// step (at most TokenBudget); 0 takes the device's default
+	// (DefaultTokenBudget, DefaultPrefillChunk).
+	TokenBudget  int
+	PrefillChunk int
 	// KVBlocks is the size of the KV pool in blocks of
 	// model.DefaultBlockSize positions; 0 sizes it from KVMemoryMiB
 	// (at least 1 MiB), capped at every slot at full context and, on the
@@ -112,6 +118,9 @@ func (o *Options) Check() error {
 	kvt, err := parseKVType(o.KVType)
 	if err != nil {
 		return err
+	}
+	if o.TokenBudget < 0 || o.PrefillChunk < 0 {
+		return fmt.Errorf("--token-budget %d, --prefill-chunk %d: must be ≥ 0 (0: the device's default)", o.TokenBudget, o.PrefillChunk)
 	}
 	if o.Device == "cuda" && kvt != gguf.TypeF16 {
 		return fmt.Errorf("--kv-type %s: the cuda device keeps an f16 KV cache", o.KVType)
@@ -211,7 +220,7 @@ func Start(w *Weights, o Options) (*Runner, error) {
 			eos = append(eos, id)
 		}
 	}
-	eng, err := engine.New(engine.Config{Slots: slots, TokenBudget: o.TokenBudget, NumBlocks: dev.blocks, BlockSize: model.DefaultBlockSize,
+	eng, err := engine.New(engine.Config{Slots: slots, TokenBudget: dev.budget, PrefillChunk: dev.chunk, NumBlocks: dev.blocks, BlockSize: model.DefaultBlockSize,
 		PrefixCache: o.PrefixCache, MaxQueue: o.MaxQueue, Context: mdl.Context, Vocab: mdl.Vocab, EOS: eos,
 		Allocator: dev.alloc, Log: o.Log, StepHook: o.StepHook}, dev.dev)
 	if err != nil {

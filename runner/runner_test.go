@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"ringlm/chat"
+	"ringlm/engine"
 	"ringlm/gguf"
 	"ringlm/internal/testmodel"
 	"ringlm/kernels/cuda"
@@ -257,5 +258,51 @@ func TestChatTemplateChoice(t *testing.T) {
 	}
 	if tm, _, err := pickTemplate("", "{{ messages | tojson }}"); tm != nil || !errors.Is(err, chat.ErrUnknownTemplate) {
 		t.Errorf("unrecognised template: %+v, %v", tm, err)
+	}
+}
+
+// The step sizes: the device's defaults when 0 (2048 tokens a step on
+// CUDA, whole-budget prefill chunks; the engine's on the CPU), given
+// values as they are, a chunk never above the budget.
+func TestStepSizes(t *testing.T) {
+	for _, c := range []struct {
+		device        string
+		budget, chunk int
+		wantB, wantC  int
+	}{
+		{"cuda", 0, 0, 2048, 2048},
+		{"cuda", 4096, 0, 4096, 4096},
+		{"cuda", 0, 512, 2048, 512},
+		{"cuda", 256, 1024, 256, 256},
+		{"cpu", 0, 0, engine.DefaultTokenBudget, engine.DefaultPrefillChunk},
+		{"cpu", 100, 0, 100, 100},
+		{"cpu", 1000, 64, 1000, 64},
+	} {
+		b, ch := stepSizes(c.device, Options{TokenBudget: c.budget, PrefillChunk: c.chunk})
+		if b != c.wantB || ch != c.wantC {
+			t.Errorf("%s, budget %d, chunk %d: %d, %d; want %d, %d", c.device, c.budget, c.chunk, b, ch, c.wantB, c.wantC)
+		}
+	}
+	for _, o := range []Options{{TokenBudget: -1}, {PrefillChunk: -8}} {
+		if err := o.Check(); err == nil || !strings.Contains(err.Error(), "--token-budget") {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	// Through Load to the engine and the device's step limit.
+	for _, c := range []struct{ budget, chunk, wantB, wantC int }{
+		{0, 0, engine.DefaultTokenBudget, engine.DefaultPrefillChunk},
+		{700, 0, 700, engine.DefaultPrefillChunk},
+		{700, 300, 700, 300},
+	} {
+		r, err := Load(tinyModel(t), Options{Device: "cpu", Slots: 2, KVBlocks: 64, TokenBudget: c.budget, PrefillChunk: c.chunk,
+			Allocator: ringbuf.HeapAllocator{}, Log: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ec := r.Engine.Config()
+		if ec.TokenBudget != c.wantB || ec.PrefillChunk != c.wantC {
+			t.Errorf("budget %d, chunk %d: the engine has %d, %d; want %d, %d", c.budget, c.chunk, ec.TokenBudget, ec.PrefillChunk, c.wantB, c.wantC)
+		}
+		r.Close()
 	}
 }

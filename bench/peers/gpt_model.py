@@ -158,13 +158,18 @@ class Transformer(nn.Module):
                              persistent=False)
         self.max_seq = max_seq
 
-    def forward(self, idx, pos):
-        """idx [B, T] token ids at positions pos [T] (int64) → logits [B, T, vocab]."""
+    def hidden(self, idx, pos):
+        """idx [B, T] token ids at positions pos [T] (int64) → the last layer's
+        output [B, T, dim], the KV caches written."""
         x = F.embedding(idx, self.embed)
         cos, sin, mask = self.cos[pos], self.sin[pos], self.causal[pos]
         for b in self.layers:
             x = b(x, cos, sin, mask, pos)
-        return F.linear(rms_norm(x, self.norm, self.eps), self.output)
+        return x
+
+    def forward(self, idx, pos):
+        """idx [B, T] token ids at positions pos [T] (int64) → logits [B, T, vocab]."""
+        return F.linear(rms_norm(self.hidden(idx, pos), self.norm, self.eps), self.output)
 
 
 def decode_one(model, tok, pos):
@@ -176,4 +181,12 @@ def decode_one(model, tok, pos):
 def prefill(model, toks, pos):
     """The prompt toks [B, T] at positions pos [T] → next tok [B, 1] (greedy)."""
     logits = model(toks, pos)
+    return torch.argmax(logits[:, -1], dim=-1, keepdim=True)
+
+
+def prefill_last(model, toks, pos):
+    """prefill with the output head on the last position only, as a serving
+    engine samples a prompt (vLLM, ringlm): the same next tok [B, 1]."""
+    x = model.hidden(toks, pos)[:, -1:]
+    logits = F.linear(rms_norm(x, model.norm, model.eps), model.output)
     return torch.argmax(logits[:, -1], dim=-1, keepdim=True)

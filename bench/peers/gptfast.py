@@ -19,6 +19,15 @@ With --check-hf (default on) the logits of one prefill are compared with
 transformers' on the same weights first (max relative error printed and
 stored; above --check-tol a warning, and the table shows it).
 
+Prefill (--prefill-len, default 2048; 0: none): after the decode rows, one
+forward of a batch-1 prompt of that many random tokens (seeded) from an
+empty static cache, the output head on the last position only and the
+greedy pick, as a serving engine prefills a prompt. Eager by default (gpt-fast
+compiles only its decode step; --compile-prefill compiles this too), SDPA
+backend as PyTorch picks it (--prefill-sdpa). --prefill-warmup untimed
+forwards, then --prefill-reps forwards each timed with CUDA events; the row
+(phase "prefill") gives the median ms and prompt tokens / median.
+
 Example:
   python3 bench/peers/gptfast.py --gguf /tmp/llama-3.2-1b-bf16.gguf --batch 1,16,64,256 --steps 200 --json out.json
 """
@@ -49,7 +58,17 @@ def main():
                     help="relative logit error above which --check-hf warns, bf16 (default 0.05)")
     ap.add_argument("--device", default="cuda",
                     help="cuda (default); cpu only for testing the script (float32, with --no-compile --no-check-hf)")
+    ap.add_argument("--prefill-len", type=int, default=2048,
+                    help="prompt tokens of the prefill row: one batch-1 forward (default 2048; 0: no prefill row)")
+    ap.add_argument("--prefill-reps", type=int, default=10, help="timed prefill forwards (default 10; the median is reported)")
+    ap.add_argument("--prefill-warmup", type=int, default=3, help="untimed prefill forwards first (default 3)")
+    ap.add_argument("--prefill-sdpa", choices=["math", "auto"], default="auto",
+                    help="SDPA backend during prefill: auto (PyTorch picks a fused kernel; default) or math")
+    ap.add_argument("--compile-prefill", action="store_true",
+                    help="torch.compile the prefill forward (static shape; gpt-fast leaves it eager by default)")
     args = ap.parse_args()
+    if args.prefill_len < 0 or args.prefill_reps < 1 or args.prefill_warmup < 0:
+        raise SystemExit("gptfast: --prefill-len and --prefill-warmup must be ≥ 0, --prefill-reps ≥ 1")
     bs = common.batches(args.batch)
 
     import torch
@@ -174,8 +193,63 @@ def main():
             torch.cuda.empty_cache()
         last_s = time.perf_counter() - t_batch
     res.set(compile_total_s=total_compile)
+    left = args.deadline - (time.perf_counter() - res.t0)
+    if args.prefill_len > 0 and args.deadline > 0 and left < 20:
+        common.log(f"gptfast: prefill skipped: {left:.0f}s left of --deadline {args.deadline:.0f}s")
+        res.row(phase="prefill", batch=1, prompt=args.prefill_len, error="skipped: time budget")
+    elif args.prefill_len > 0:
+        try:
+            measure_prefill(model, hp, res, args, dev, torch, gpt_model)
+        except torch.cuda.OutOfMemoryError as e:
+            common.log(f"gptfast: prefill of {args.prefill_len} tokens: out of memory ({e}); skipped")
+            res.row(phase="prefill", batch=1, prompt=args.prefill_len, error="out of memory")
+            torch.cuda.empty_cache()
     res.done()
     common.log(f"gptfast: done; compile (first 3 calls of every batch size) {total_compile:.1f}s in all")
+
+
+def measure_prefill(model, hp, res, args, dev, torch, gpt_model):
+    """The prefill row: a batch-1 prompt of --prefill-len random tokens, one
+    forward from position 0 (the cache rewritten each time), timed with CUDA
+    events around each forward after the warm-up."""
+    L = args.prefill_len
+    on_gpu = dev.startswith("cuda")
+    model.setup_caches(1, -(-L // 64) * 64)
+    gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
+    prompt = torch.randint(hp["vocab"], (1, L), generator=gen, dtype=torch.int64).to(dev)
+    pos = torch.arange(L, dtype=torch.int64, device=dev)
+    fwd = gpt_model.prefill_last
+    compile_s = 0.0
+    if args.compile_prefill and not args.no_compile:
+        fwd = torch.compile(gpt_model.prefill_last, fullgraph=True, dynamic=False)
+    ctx = sdpa_context(torch, args.prefill_sdpa)
+    t0 = time.perf_counter()
+    with ctx():
+        first = fwd(model, prompt, pos)
+        if on_gpu:
+            torch.cuda.synchronize()
+        compile_s = time.perf_counter() - t0
+        for _ in range(args.prefill_warmup):
+            fwd(model, prompt, pos)
+        times = []
+        for _ in range(args.prefill_reps):
+            if on_gpu:
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                fwd(model, prompt, pos)
+                e1.record()
+                e1.synchronize()
+                times.append(e0.elapsed_time(e1))
+            else:  # the script's own test on the CPU: wall clock
+                t1 = time.perf_counter()
+                fwd(model, prompt, pos)
+                times.append((time.perf_counter() - t1) * 1e3)
+    times.sort()
+    ms = times[len(times) // 2]
+    res.row(phase="prefill", batch=1, prompt=L, reps=len(times), ms=ms, ms_min=times[0], ms_max=times[-1],
+            tok_s=L / (ms / 1e3), first_call_s=compile_s, compiled=bool(args.compile_prefill and not args.no_compile),
+            sdpa=args.prefill_sdpa, timing="cuda events" if on_gpu else "wall clock", next_token=int(first[0, 0]),
+            peak_gib=torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None)
 
 
 def sdpa_context(torch, which):

@@ -178,24 +178,33 @@ def table_checks(tmp):
     d = os.path.join(tmp, "table")
     os.makedirs(d, exist_ok=True)
     shutil.copy(os.path.join(ROOT, "bench", "logs", "cuda-bench-h100.log"), os.path.join(d, "go-bench.txt"))
+    with open(os.path.join(d, "go-bench.txt"), "a") as f:
+        f.write("BenchmarkDecode/prefill2048-16         \t     200\t        16.00 ms/prefill\t         8.000 prompts"
+                "\t    128000 tok/s\t         0 ns/op\n")
     base = {"env": {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0", "transformers": "5.17.0", "cuda": "13.0"},
             "model": {"arch": "llama", "name": "Llama-3.2-1B (synthetic)", "dim": 2048, "layers": 16, "vocab": 128256,
                       "weight_types": ["BF16", "F32"]},
             "weight_bytes": 2471763968, "copy_gbps": 2990.0, "complete": True}
     json.dump(dict(base, system="gptfast", compile_total_s=80.0, check_hf={"max_rel_err": 0.01, "same_argmax": True},
                    rows=[{"batch": 1, "steps": 200, "ms_per_step": 1.57, "tok_s": 637, "compile_s": 30.0},
-                         {"batch": 64, "steps": 200, "ms_per_step": 2.08, "tok_s": 30800, "compile_s": 20.0}]),
+                         {"batch": 64, "steps": 200, "ms_per_step": 2.08, "tok_s": 30800, "compile_s": 20.0},
+                         {"phase": "prefill", "batch": 1, "prompt": 2048, "reps": 10, "ms": 8.0, "tok_s": 256000.0,
+                          "compiled": False, "sdpa": "auto", "timing": "cuda events"}]),
               open(os.path.join(d, "gptfast.json"), "w"))
     json.dump(dict(base, system="hf_cb", rows=[{"batch": 256, "requests": 256, "steps": 64, "tokens": 16384,
                                                 "tok_s": 1900.0, "tok_s_span": 2000.0}]),
               open(os.path.join(d, "hf_cb.json"), "w"))
     text = table.build(d)
     print(text)
-    check("| ringlm (persistent CUDA kernel) | 256 | 131.4 | 1948 | 160.3 |" in text,
+    check("| ringlm (persistent CUDA kernel) | 256 | 125.3 | 2043 | 152.8 |" in text,
           "table: ringlm rows parsed from BenchmarkDecode lines (x-floor from its floor)")
-    check("| gpt-fast-style torch.compile | 64 | 2.08 | 30,800 | 2.538 | 15.45× |" in text,
+    check("| gpt-fast-style torch.compile | 64 | 2.08 | 30,800 | 2.537 | 14.83× |" in text,
           "table: peer rows with x-floor on ringlm's floor and the ratio to ringlm")
     check("no hf_eager.json (not run" in text and "0.820 ms/step" in text, "table: missing peer and floor line")
+    check("| ringlm prefill, 2048-token prompt | 1 | 16 | 128,000 | — | 1.00× | one step, device clock, median of 8 prompts |" in text
+          and "| gpt-fast-style torch prefill, 2048-token prompt | 1 | 8 | 256,000 | — | 2.00× | eager, sdpa auto" in text
+          and "| gpt-fast-style torch.compile | 1 | 1.57 |" in text,
+          "table: prefill rows, ringlm's from BenchmarkDecode/prefill2048, gptfast's with the ratio; decode rows unchanged")
     os.remove(os.path.join(d, "go-bench.txt"))
     text = table.build(d)
     check("from gptfast (torch bf16" in text and "| gpt-fast-style torch.compile | 1 | 1.57 | 637 | 1.899 |" in text,

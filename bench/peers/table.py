@@ -4,7 +4,11 @@ output (go-bench.txt) and the peers' JSON files (gptfast.json,
 hf_eager.json, hf_cb.json) in one folder.
 
 Rows: system × batch. Columns: ms/step, tok/s, x-floor, tok/s relative to
-ringlm at the same batch, notes. The floor is the weight bytes one step
+ringlm at the same batch, notes. Then the prefill rows: ringlm's
+BenchmarkDecode/prefillN (one N-token prompt in one step, device clock) and
+gptfast's prefill row (one forward over the same length, CUDA events): ms
+per prompt in the ms/step column, prompt tokens per second, the ratio to
+ringlm's. The floor is the weight bytes one step
 reads divided by the device's copy bandwidth: ringlm's (from its benchmark
 line) when present, else the best of the peers' own measurements (a bf16
 device-to-device copy, best of 5, same convention: bytes read + written).
@@ -23,21 +27,26 @@ PEERS = [("gptfast", "gpt-fast-style torch.compile"), ("hf_eager", "HF eager gen
          ("hf_cb", "HF continuous batching")]
 
 BENCH_LINE = re.compile(r"^BenchmarkDecode/batch(\d+)(?:-\d+)?\s+(\d+)\s+(.*)$")
+PREFILL_LINE = re.compile(r"^BenchmarkDecode/prefill(\d+)(?:-\d+)?\s+(\d+)\s+(.*)$")
 METRIC = re.compile(r"([-+]?[\d.]+(?:[eE][-+]?\d+)?)\s+(\S+)")
 
 
 def parse_go(path):
-    """ringlm's BenchmarkDecode lines → {batch: {unit: value}}, plus log facts."""
+    """ringlm's BenchmarkDecode lines → {batch: {unit: value}}, plus log facts
+    (facts["prefill"]: {prompt length: {unit: value}})."""
     rows, facts = {}, {}
     if not os.path.exists(path):
         return rows, facts
     with open(path, errors="replace") as f:
         for line in f:
-            m = BENCH_LINE.match(line.strip())
+            for regex, into in ((BENCH_LINE, rows), (PREFILL_LINE, facts.setdefault("prefill", {}))):
+                m = regex.match(line.strip())
+                if m:
+                    metrics = {unit: float(v) for v, unit in METRIC.findall(m.group(3))}
+                    metrics["iterations"] = int(m.group(2))
+                    into[int(m.group(1))] = metrics
+                    break
             if m:
-                metrics = {unit: float(v) for v, unit in METRIC.findall(m.group(3))}
-                metrics["iterations"] = int(m.group(2))
-                rows[int(m.group(1))] = metrics
                 continue
             m = re.search(r"([\d.]+) GB of weights per step", line)
             if m:
@@ -141,6 +150,8 @@ def build(dirname):
             continue
         for r in p.get("rows", []):
             b = r.get("batch")
+            if r.get("phase") == "prefill":
+                continue  # with the prefill rows below
             if r.get("error"):
                 lines.append(f"| {label} | {b} | — | — | — | — | {r['error']} |")
                 continue
@@ -163,6 +174,7 @@ def build(dirname):
             lines.append(f"| {label} | {b} | {fmt(ms)} | {fmt(tok)} | {fmt(xf)} | {vs(b, tok)} | {'; '.join(notes)} |")
         if not p.get("complete"):
             lines.append(f"| {label} | — | — | — | — | — | run did not finish (rows above are what it wrote) |")
+    lines.extend(prefill_rows(go.get("prefill", {}), peers.get("gptfast")))
     extra = []
     gf = peers.get("gptfast")
     if gf:
@@ -183,6 +195,30 @@ def build(dirname):
         lines.append("")
         lines.extend(extra)
     return "\n".join(lines) + "\n"
+
+
+def prefill_rows(go_prefill, gf):
+    """Rows for one prompt prefilled in one pass: ringlm's (by prompt length)
+    and gptfast's, tok/s relative to ringlm's at the same length."""
+    out = []
+    for n in sorted(go_prefill):
+        r = go_prefill[n]
+        out.append(f"| ringlm prefill, {n}-token prompt | 1 | {fmt(r.get('ms/prefill'))} | {fmt(r.get('tok/s'))} | — | 1.00× | "
+                   f"one step, device clock, median of {fmt(r.get('prompts'))} prompts |")
+    for r in (gf or {}).get("rows", []):
+        if r.get("phase") != "prefill":
+            continue
+        n = r.get("prompt")
+        label = f"gpt-fast-style torch prefill, {n}-token prompt"
+        if r.get("error"):
+            out.append(f"| {label} | 1 | — | — | — | — | {r['error']} |")
+            continue
+        ring = go_prefill.get(n, {}).get("tok/s")
+        ratio = f"{r['tok_s'] / ring:.2f}×" if ring and r.get("tok_s") else "—"
+        how = "torch.compile" if r.get("compiled") else "eager"
+        out.append(f"| {label} | 1 | {fmt(r.get('ms'))} | {fmt(r.get('tok_s'))} | — | {ratio} | "
+                   f"{how}, sdpa {r.get('sdpa')}, head on the last position, median of {r.get('reps')} forwards ({r.get('timing')}) |")
+    return out
 
 
 def main():

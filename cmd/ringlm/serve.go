@@ -165,7 +165,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		}
 	}
 	srv.SetModel(m)
-	log.Info().Str("addr", addr).Str("model", m.Name).Dur("load", time.Since(start)).Msg("ready")
+	ec := m.Engine.Config()
+	log.Info().Str("addr", addr).Str("model", m.Name).Str("device", m.Engine.DeviceName()).Int("token_budget", ec.TokenBudget).
+		Int("prefill_chunk", ec.PrefillChunk).Dur("load", time.Since(start)).Msg("ready")
 
 	// A device fault is sticky for the process (CUDA): requests already
 	// failed with the device's error; stop serving and exit non-zero so the
@@ -211,7 +213,7 @@ wait:
 // model.
 func runnerOptions(cfg httpapi.Config) runner.Options {
 	return runner.Options{Name: cfg.ModelName, ChatTemplate: cfg.ChatTemplate, Device: cfg.Device, Slots: cfg.Slots,
-		TokenBudget: cfg.TokenBudget, KVBlocks: cfg.KVBlocks, KVMemoryMiB: cfg.KVMemoryMiB, KVType: cfg.KVType,
+		TokenBudget: cfg.TokenBudget, PrefillChunk: cfg.PrefillChunk, KVBlocks: cfg.KVBlocks, KVMemoryMiB: cfg.KVMemoryMiB, KVType: cfg.KVType,
 		PrefixCache: cfg.PrefixCache, MaxQueue: cfg.MaxQueue}
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ringlm/runner"
 )
 
 type lockedBuffer struct {
@@ -49,6 +51,7 @@ func TestServeGracefulStop(t *testing.T) {
 	t.Setenv("RINGLM_SLOTS", "4")
 	t.Setenv("RINGLM_PORT", "1") // overridden by --port 0
 	t.Setenv("RINGLM_KV_BLOCKS", "128")
+	t.Setenv("RINGLM_PREFILL_CHUNK", "64")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addrCh := make(chan string, 1)
@@ -113,7 +116,14 @@ func TestServeGracefulStop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not return")
 	}
-	for _, want := range []string{`"message":"ready"`, `"message":"shutting down: no new requests; ^C again exits at once"`, `"message":"stopped"`, `"request_id"`} {
+	// The step sizes reach the engine: --prefill-chunk as given, the
+	// device's default token budget.
+	kind := "cpu"
+	if strings.Contains(logs.String(), `"device":"cuda`) {
+		kind = "cuda"
+	}
+	steps := fmt.Sprintf(`"token_budget":%d,"prefill_chunk":64`, runner.DefaultTokenBudget(kind))
+	for _, want := range []string{`"message":"ready"`, steps, `"message":"shutting down: no new requests; ^C again exits at once"`, `"message":"stopped"`, `"request_id"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, logs.String())
 		}

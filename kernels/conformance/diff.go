@@ -14,6 +14,19 @@ type Tolerance struct {
 	// Logprob bounds the absolute difference of a greedy token's logprob
 	// and of each of its alternatives'.
 	Logprob float64
+	// TopK > 0 judges greedy tokens by vLLM's rule (CompareLogprobs)
+	// instead of requiring them equal: where a slot's greedy tokens first
+	// differ, each must be among the other device's TopK alternatives
+	// (the slot's own TOP_LOGPROBS records when it asked for that many,
+	// else a replay of the slot alone on a fresh device of each factory
+	// that asks for them). From there until the slot is opened again,
+	// and wherever a scenario fed the two devices different inputs
+	// because of an earlier divergence, TOKENs are compared as protocol
+	// records only: kind, slot, step, position and finish reason, with
+	// the records' order and counts, but not the token, its logprob or
+	// its alternatives. A sampled token that differs is such a
+	// divergence too.
+	TopK int
 }
 
 // DiffStats counts what Diff compared.
@@ -24,6 +37,10 @@ type DiffStats struct {
 	SampledDiffer int // of those, with another token on the second device (allowed: rounding at a draw's boundary)
 	TieSwaps      int // alternatives in another order where their logprobs tie within the tolerance
 	MaxLogprobErr float64
+	// Under Tolerance.TopK: greedy divergences accepted (each side's token
+	// in the other's top TopK), the replays run to judge divergences, and
+	// TOKENs compared as protocol records only.
+	Divergences, Probes, Uncompared int
 }
 
 // Diff plays every scenario on ref, then on dut, and compares the two
@@ -31,8 +48,9 @@ type DiffStats struct {
 // in the same order (a step's records may come in any order, its
 // STEP_DONE last), with the same kinds, slots, ids, error codes and
 // details, positions, finish reasons and executed counts; greedy tokens
-// equal, their logprobs and alternatives within tol. A scenario that
-// fails on ref is not compared (its failure is reported).
+// equal (or close by tol.TopK), their logprobs and alternatives within
+// tol. A scenario that fails on ref is not compared (its failure is
+// reported).
 func Diff(t *testing.T, ref, dut Factory, tol Tolerance) DiffStats {
 	var st DiffStats
 	for _, s := range Scenarios {
@@ -47,8 +65,20 @@ func Diff(t *testing.T, ref, dut Factory, tol Tolerance) DiffStats {
 			if len(rh) != len(dh) {
 				t.Fatalf("%s opened %d devices, %s %d", ref.Name, len(rh), dut.Name, len(dh))
 			}
+			df := &differ{tol: tol, st: &st, diverged: map[*session]bool{}}
 			for i := range rh {
-				if err := diffLogs(rh[i].Log, dh[i].Log, tol, &st); err != nil {
+				df.replay = func(side int, u unit) ([]ringbuf.TopLogprob, error) {
+					f, h := ref, rh[i]
+					if side == 1 {
+						f, h = dut, dh[i]
+					}
+					top, err := probe(t, f, h.Cfg, u.at, h.refused, tol.TopK, u.Token)
+					if err != nil {
+						return nil, fmt.Errorf("%s, slot %d, %s: cannot judge the divergence: %v", f.Name, u.Slot, Show(u.Completion), err)
+					}
+					return top, nil
+				}
+				if err := df.logs(rh[i].Log, dh[i].Log); err != nil {
 					t.Fatalf("device %d of the scenario: %v", i, err)
 				}
 			}
@@ -56,7 +86,24 @@ func Diff(t *testing.T, ref, dut Factory, tol Tolerance) DiffStats {
 	}
 	t.Logf("diff: %d records; %d greedy tokens equal; %d sampled tokens, %d differ; %d alternatives swapped on a tie; max logprob difference %.3g",
 		st.Records, st.GreedyTokens, st.SampledTokens, st.SampledDiffer, st.TieSwaps, st.MaxLogprobErr)
+	if tol.TopK > 0 {
+		t.Logf("diff (top %d): %d greedy divergences accepted (%d judged by a replay); %d TOKENs after a divergence compared as records only",
+			tol.TopK, st.Divergences, st.Probes, st.Uncompared)
+	}
 	return st
+}
+
+// differ compares the hosts of one scenario, in order.
+type differ struct {
+	tol Tolerance
+	st  *DiffStats
+	// replay returns the alternatives of a diverging TOKEN of side 0 (the
+	// reference) or 1 from a replay of its slot (probe).
+	replay func(side int, u unit) ([]ringbuf.TopLogprob, error)
+	// diverged holds the sessions past a divergence (both sides'); any
+	// says one happened in the scenario, so inputs may differ from there.
+	diverged map[*session]bool
+	any      bool
 }
 
 // unit is one answer in a stream: a record, or a TOKEN with its
@@ -110,7 +157,7 @@ func rank(u unit) int {
 	return int(u.Kind)
 }
 
-func diffLogs(a, b []Logged, tol Tolerance, st *DiffStats) error {
+func (d *differ) logs(a, b []Logged) error {
 	ua, err := units(a)
 	if err != nil {
 		return err
@@ -128,7 +175,7 @@ func diffLogs(a, b []Logged, tol Tolerance, st *DiffStats) error {
 			return fmt.Errorf("answer %d (record #%d): %d and %d records:\n%s\nand\n%s", i, ga[0].Step, len(ga), len(gb), showUnits(ga), showUnits(gb))
 		}
 		for k := range ga {
-			if err := diffUnit(ga[k], gb[k], tol, st); err != nil {
+			if err := d.unit(ga[k], gb[k]); err != nil {
 				return fmt.Errorf("answer %d: %v:\n%s\nand\n%s", i, err, showUnits(ga), showUnits(gb))
 			}
 		}
@@ -136,7 +183,8 @@ func diffLogs(a, b []Logged, tol Tolerance, st *DiffStats) error {
 	return nil
 }
 
-func diffUnit(x, y unit, tol Tolerance, st *DiffStats) error {
+func (d *differ) unit(x, y unit) error {
+	tol, st := d.tol, d.st
 	st.Records++
 	cx, cy := x.Completion, y.Completion
 	if x.Greedy != y.Greedy {
@@ -151,17 +199,35 @@ func diffUnit(x, y unit, tol Tolerance, st *DiffStats) error {
 	if cx.Kind != cy.Kind || cx.Slot != cy.Slot || cx.Step != cy.Step || cx.Position != cy.Position || cx.Finish != cy.Finish {
 		return fmt.Errorf("%s and %s differ", Show(cx), Show(cy))
 	}
+	if tol.TopK > 0 {
+		past := d.diverged[x.at.sess] || d.diverged[y.at.sess]
+		if !past && x.at.inputs() != y.at.inputs() {
+			if !d.any {
+				return fmt.Errorf("slot %d was fed different inputs with no divergence before: the scenario is not deterministic", cx.Slot)
+			}
+			past = true
+		}
+		if past {
+			st.Uncompared++
+			d.mark(x, y)
+			return nil
+		}
+	}
 	if !x.Greedy {
 		st.SampledTokens++
 		if cx.Token != cy.Token {
 			st.SampledDiffer++
+			d.mark(x, y)
 			return nil // a draw at a boundary; its logprobs are of other tokens
 		}
 	} else {
-		st.GreedyTokens++
 		if cx.Token != cy.Token {
-			return fmt.Errorf("greedy tokens %d and %d differ", cx.Token, cy.Token)
+			if tol.TopK == 0 {
+				return fmt.Errorf("greedy tokens %d and %d differ", cx.Token, cy.Token)
+			}
+			return d.divergence(x, y)
 		}
+		st.GreedyTokens++
 	}
 	if err := closeLogprob(cx.Logprob, cy.Logprob, tol, st); err != nil {
 		return fmt.Errorf("token %d: %v", cx.Token, err)
@@ -184,6 +250,61 @@ func diffUnit(x, y unit, tol Tolerance, st *DiffStats) error {
 		st.TieSwaps++
 	}
 	return nil
+}
+
+// divergence judges greedy tokens that differ by the vLLM rule.
+func (d *differ) divergence(x, y unit) error {
+	st := d.st
+	xTop, err := d.alternatives(0, x)
+	if err != nil {
+		return err
+	}
+	yTop, err := d.alternatives(1, y)
+	if err != nil {
+		return err
+	}
+	k := d.tol.TopK
+	in := func(tok uint32, top []ringbuf.TopLogprob) bool {
+		return slices.ContainsFunc(top[:min(k, len(top))], func(p ringbuf.TopLogprob) bool { return p.Token == tok })
+	}
+	if !in(x.Token, yTop) || !in(y.Token, xTop) {
+		return fmt.Errorf("slot %d position %d: greedy tokens %d and %d differ beyond a near tie: top %d %s and %s",
+			x.Slot, x.Position, x.Token, y.Token, k, showTopRecords(xTop, k), showTopRecords(yTop, k))
+	}
+	st.Divergences++
+	d.mark(x, y)
+	return nil
+}
+
+// alternatives returns a diverging TOKEN's alternatives: its own when its
+// slot asked for at least TopK, else a replay's.
+func (d *differ) alternatives(side int, u unit) ([]ringbuf.TopLogprob, error) {
+	if s := u.at.sess; s != nil && s.open != nil && int(s.open.p.NTop) >= d.tol.TopK {
+		return u.alts, nil
+	}
+	d.st.Probes++
+	return d.replay(side, u)
+}
+
+// mark notes that the slots' sessions diverged here.
+func (d *differ) mark(x, y unit) {
+	d.any = true
+	for _, s := range []*session{x.at.sess, y.at.sess} {
+		if s != nil {
+			d.diverged[s] = true
+		}
+	}
+}
+
+func showTopRecords(top []ringbuf.TopLogprob, k int) string {
+	s := "["
+	for i, p := range top[:min(k, len(top))] {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("%d:%.4g", p.Token, p.Logprob)
+	}
+	return s + "]"
 }
 
 func tied(x, y []ringbuf.TopLogprob, k int, tol Tolerance) bool {

@@ -4,7 +4,12 @@
 // protocol of ringbuf/PROTOCOL.md on any device (Run), and a differential
 // run that plays the same scripts on two devices and compares their
 // completion streams record by record (Diff): the CPU device against the
-// CUDA kernel on the GPU host. It imports testing and is for tests only.
+// CUDA kernel on the GPU host. Through an engine it also holds a device
+// to the float32 reference the way vLLM judges its kernels
+// (CheckLogprobsClose over Greedy continuations with their top
+// alternatives; Diff's Tolerance.TopK applies the same rule record by
+// record) and to batch invariance across prompt chunkings
+// (CheckChunking). It imports testing and is for tests only.
 //
 // A scenario learns what it needs of a model from the device itself (the
 // greedy continuation of a prompt, say) and then checks the rules the
@@ -83,12 +88,22 @@ type Host struct {
 	// zeroed and whether its slot samples greedily (Diff compares logs).
 	Log    []Logged
 	greedy map[uint32]bool // open slots' temperature == 0
+
+	// What Diff needs to judge a divergence (probe.go): each slot's
+	// current session, the session entry behind each (step, slot), and
+	// the steps the device refused whole.
+	sess    map[uint32]*session
+	entryAt map[stepSlot]entryRef
+	refused map[uint64]bool
 }
 
 // Logged is one completion as the host read it.
 type Logged struct {
 	ringbuf.Completion
 	Greedy bool // a TOKEN or TOP_LOGPROBS of a slot opened with temperature 0
+	// at is the session entry that sampled a TOKEN (sess nil when the
+	// STEP was pushed raw, not through Step).
+	at entryRef
 }
 
 // NewHost opens a device from f, allocates the arena from the device's
@@ -112,7 +127,8 @@ func NewHost(t testing.TB, f Factory, c Config) *Host {
 		}
 		t.Fatalf("%s: Start: %v", f.Name, err)
 	}
-	h := &Host{T: t, A: a, Dev: dev, Vocab: dev.Vocab(), BS: dev.BlockSize(), Cfg: c, closeFn: closeFn, greedy: map[uint32]bool{}}
+	h := &Host{T: t, A: a, Dev: dev, Vocab: dev.Vocab(), BS: dev.BlockSize(), Cfg: c, closeFn: closeFn, greedy: map[uint32]bool{},
+		sess: map[uint32]*session{}, entryAt: map[stepSlot]entryRef{}, refused: map[uint64]bool{}}
 	t.Cleanup(h.shutdown)
 	if f.hosts != nil {
 		*f.hosts = append(*f.hosts, h)
@@ -189,6 +205,12 @@ func (h *Host) record(c ringbuf.Completion) {
 	l.StartNS, l.EndNS = 0, 0
 	if c.Kind == ringbuf.KindToken || c.Kind == ringbuf.KindTopLogprobs {
 		l.Greedy = h.greedy[c.Slot]
+	}
+	switch {
+	case c.Kind == ringbuf.KindToken:
+		l.at = h.entryAt[stepSlot{c.Step, c.Slot}]
+	case c.Kind == ringbuf.KindError && c.Slot == ringbuf.NoSlot:
+		h.refused[c.Step] = true // a STEP refused whole ran none of its entries
 	}
 	h.Log = append(h.Log, l)
 }
@@ -268,6 +290,7 @@ func (h *Host) Open(slot uint32, p ringbuf.SlotParams, stop []uint32, bias []rin
 	off, buf := h.Alloc(n)
 	ringbuf.PutSlotPayload(buf, &p, stop, bias, hist)
 	h.greedy[slot] = p.Temperature == 0
+	h.sess[slot] = newSession(buf[:n], &sessionOpen{p: p, stop: slices.Clone(stop), bias: slices.Clone(bias), hist: slices.Clone(hist)})
 	return h.Push(ringbuf.SubmitRecord{Op: ringbuf.OpOpenSlot, Slot: slot, PayloadOff: off, PayloadLen: uint32(n)})
 }
 
@@ -283,6 +306,7 @@ func (h *Host) OpenWords(slot uint32, w []uint32) uint64 {
 	if len(w) > ringbuf.SPOffTemperature {
 		h.greedy[slot] = math.Float32frombits(w[ringbuf.SPOffTemperature]) == 0
 	}
+	h.sess[slot] = newSession(w, nil) // raw words: not replayable
 	return h.Push(r)
 }
 
@@ -357,7 +381,15 @@ func (h *Host) StepRecord(ents []Ent) ringbuf.SubmitRecord {
 // Step pushes a STEP of ents.
 func (h *Host) Step(ents ...Ent) uint64 {
 	h.T.Helper()
-	return h.Push(h.StepRecord(ents))
+	id := h.Push(h.StepRecord(ents))
+	for _, e := range ents {
+		if s := h.sess[e.Slot]; s != nil {
+			if _, dup := h.entryAt[stepSlot{id, e.Slot}]; !dup {
+				h.entryAt[stepSlot{id, e.Slot}] = s.add(id, e)
+			}
+		}
+	}
+	return id
 }
 
 // Sync waits until the device has done everything pushed so far (an
