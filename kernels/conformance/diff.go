@@ -41,6 +41,10 @@ type DiffStats struct {
 	// in the other's top TopK), the replays run to judge divergences, and
 	// TOKENs compared as protocol records only.
 	Divergences, Probes, Uncompared int
+	// Unjudged: divergences no replay could judge (the slot's entries
+	// cannot be replayed alone, e.g. behind an entry the scenario had
+	// refused); accepted, counted and logged. A caller bounds them.
+	Unjudged int
 }
 
 // Diff plays every scenario on ref, then on dut, and compares the two
@@ -65,7 +69,7 @@ func Diff(t *testing.T, ref, dut Factory, tol Tolerance) DiffStats {
 			if len(rh) != len(dh) {
 				t.Fatalf("%s opened %d devices, %s %d", ref.Name, len(rh), dut.Name, len(dh))
 			}
-			df := &differ{tol: tol, st: &st, diverged: map[*session]bool{}}
+			df := &differ{tol: tol, st: &st, diverged: map[*session]bool{}, logf: t.Logf}
 			for i := range rh {
 				df.replay = func(side int, u unit) ([]ringbuf.TopLogprob, error) {
 					f, h := ref, rh[i]
@@ -87,8 +91,8 @@ func Diff(t *testing.T, ref, dut Factory, tol Tolerance) DiffStats {
 	t.Logf("diff: %d records; %d greedy tokens equal; %d sampled tokens, %d differ; %d alternatives swapped on a tie; max logprob difference %.3g",
 		st.Records, st.GreedyTokens, st.SampledTokens, st.SampledDiffer, st.TieSwaps, st.MaxLogprobErr)
 	if tol.TopK > 0 {
-		t.Logf("diff (top %d): %d greedy divergences accepted (%d judged by a replay); %d TOKENs after a divergence compared as records only",
-			tol.TopK, st.Divergences, st.Probes, st.Uncompared)
+		t.Logf("diff (top %d): %d greedy divergences accepted (%d judged by a replay), %d unjudged; %d TOKENs after a divergence compared as records only",
+			tol.TopK, st.Divergences, st.Probes, st.Unjudged, st.Uncompared)
 	}
 	return st
 }
@@ -104,6 +108,7 @@ type differ struct {
 	// says one happened in the scenario, so inputs may differ from there.
 	diverged map[*session]bool
 	any      bool
+	logf     func(format string, args ...any)
 }
 
 // unit is one answer in a stream: a record, or a TOKEN with its
@@ -256,13 +261,23 @@ func (d *differ) unit(x, y unit) error {
 func (d *differ) divergence(x, y unit) error {
 	st := d.st
 	xTop, err := d.alternatives(0, x)
-	if err != nil {
-		return err
+	if err == nil {
+		var yTop []ringbuf.TopLogprob
+		if yTop, err = d.alternatives(1, y); err == nil {
+			return d.judge(x, y, xTop, yTop)
+		}
 	}
-	yTop, err := d.alternatives(1, y)
-	if err != nil {
-		return err
+	if d.logf != nil {
+		d.logf("unjudged divergence: %v", err)
 	}
+	st.Unjudged++
+	d.mark(x, y)
+	return nil
+}
+
+// judge applies the vLLM rule to a divergence with both sides' alternatives.
+func (d *differ) judge(x, y unit, xTop, yTop []ringbuf.TopLogprob) error {
+	st := d.st
 	k := d.tol.TopK
 	in := func(tok uint32, top []ringbuf.TopLogprob) bool {
 		return slices.ContainsFunc(top[:min(k, len(top))], func(p ringbuf.TopLogprob) bool { return p.Token == tok })

@@ -200,7 +200,15 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   // perm, device row i is stacked row perm[i] (-1: a zero row), so the
   // matrix has perm->size() rows.
   auto stack = [&](DMat *out, const rlm_matrix *parts, int np, const char *what, const std::vector<int> *perm) -> bool {
-    uint32_t rows = 0, cols = parts[0].cols, type = parts[0].type;
+    // The first part with data sets the type and width (phi3's fused
+    // tensors come as the first or the last part of a stack, the others null).
+    uint32_t rows = 0, cols = 0, type = 0;
+    for (int i = 0; i < np; i++)
+      if (parts[i].data) {
+        cols = parts[i].cols;
+        type = parts[i].type;
+        break;
+      }
     for (int i = 0; i < np; i++) {
       if (!parts[i].data) continue;
       if (!okType(parts[i].type) || parts[i].type != type || parts[i].cols != cols) {

@@ -187,8 +187,13 @@ struct GemmScratch {
 //
 // W, in and epi come by value: copies the compiler knows no store touches,
 // so their fields stay in registers through the loops.
+#ifdef RLM_GEMM_INLINE
+#define RLM_GEMM_ATTR __forceinline__
+#else
+#define RLM_GEMM_ATTR __noinline__
+#endif
 template <int TY, int PASS, int PF, class Epi>
-__device__ __noinline__ void gemm_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,
+__device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,
                                     Epi epi) {
   constexpr int NT = PASS / 8;
   __shared__ int s_last;
