@@ -85,15 +85,21 @@ func F32ToBF16(f float32) uint16 {
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 // QuantizeQ8_0 packs src (a multiple of 32 values) into Q8_0 blocks: an
-// f16 scale d = max|x|/127 followed by 32 signed bytes round(x/d), the
-// reference quantization of ggml.
+// f16 scale d = max|x|/127 followed by 32 signed bytes round(x/d), ggml's
+// quantize_row_q8_0_ref. Its roundf rounds halves away from zero (not to
+// even), and its float-to-int8 store is undefined for NaN, which becomes 0
+// here.
 func QuantizeQ8_0(dst []byte, src []float32) {
 	for b := 0; b < len(src)/32; b++ {
 		x := src[b*32 : b*32+32]
 		out := dst[b*34 : b*34+34]
 		amax := float32(0)
 		for _, v := range x {
-			amax = max(amax, float32(math.Abs(float64(v))))
+			// ggml's MAX(a, b) is a > b ? a : b: a NaN is kept only
+			// until the next element, not propagated as Go's max does.
+			if a := float32(math.Abs(float64(v))); !(amax > a) {
+				amax = a
+			}
 		}
 		d := amax / 127
 		id := float32(0)
@@ -102,7 +108,11 @@ func QuantizeQ8_0(dst []byte, src []float32) {
 		}
 		binary.LittleEndian.PutUint16(out, F32ToF16(d))
 		for i, v := range x {
-			out[2+i] = byte(int8(math.RoundToEven(float64(v * id))))
+			q := math.Round(float64(v * id))
+			if q != q {
+				q = 0
+			}
+			out[2+i] = byte(int8(max(-127, min(127, q))))
 		}
 	}
 }

@@ -90,3 +90,17 @@ func TestQ8_0(t *testing.T) {
 		}
 	}
 }
+
+// TestQ8_0RoundsHalfAway: ggml's roundf takes halves away from zero, so
+// with d = 1 the element 2.5 is 3 and -2.5 is -3 (round-to-even gives 2).
+func TestQ8_0RoundsHalfAway(t *testing.T) {
+	src := make([]float32, 32)
+	copy(src, []float32{127, 2.5, -2.5, 0.5, -0.5})
+	q := make([]byte, 34)
+	QuantizeQ8_0(q, src)
+	for i, want := range []int8{127, 3, -3, 1, -1} {
+		if got := int8(q[2+i]); got != want {
+			t.Errorf("element %d (%v): got %d, want %d", i, src[i], got, want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ package quant
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -104,7 +105,8 @@ func Dequantize(t gguf.Type, dst []float32, src []byte) error {
 	return nil
 }
 
-// Quantize encodes src as type t into dst.
+// Quantize encodes src as type t into dst. The block types refuse NaN and
+// infinities; F32, F16 and BF16 carry them.
 func Quantize(t gguf.Type, dst []byte, src []float32) error {
 	f, ok := formats[t]
 	if !ok || f.Quantize == nil {
@@ -112,6 +114,16 @@ func Quantize(t gguf.Type, dst []byte, src []float32) error {
 	}
 	if err := check(t, len(src), len(dst)); err != nil {
 		return err
+	}
+	// A block type shares one scale among its elements: a NaN or an
+	// infinity would take the whole block (ggml's result is undefined), so
+	// it is refused here rather than written.
+	if info, _ := t.Info(); info.BlockSize > 1 {
+		for i, v := range src {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("quant: element %d is %v: %s quantizes finite values only", i, v, t)
+			}
+		}
 	}
 	f.Quantize(dst, src)
 	return nil
