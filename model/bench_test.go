@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -124,4 +125,35 @@ func BenchmarkDecodeQwen05BF16(b *testing.B) {
 		b.Skip("1 GB model")
 	}
 	benchDecode(b, benchModel(b, "qwen2.5-0.5b", "", gguf.TypeF16), 1)
+}
+
+// BenchmarkDecodeQwen05 times batch-1 decode steps of a Qwen2.5-0.5B-shaped
+// model (a 1 GB file written once to the temp dir) whose matrices are of
+// type RINGLM_BENCH_TYPE (default q8_0), on the integer path (int8) and on
+// the float path (float). It skips when synth cannot write that type.
+func BenchmarkDecodeQwen05(b *testing.B) {
+	if testing.Short() {
+		b.Skip("1 GB model")
+	}
+	typ := gguf.TypeQ8_0
+	if s := os.Getenv("RINGLM_BENCH_TYPE"); s != "" {
+		t, ok := gguf.ParseType(s)
+		if !ok {
+			b.Fatalf("RINGLM_BENCH_TYPE=%q: not a ggml type", s)
+		}
+		typ = t
+	}
+	if !slices.Contains(synth.SupportedTypes, typ) {
+		b.Skipf("synth cannot write %s yet (it writes %v)", typ, synth.SupportedTypes)
+	}
+	m := benchModel(b, "qwen2.5-0.5b", "", typ)
+	for _, c := range []struct {
+		name string
+		acts Activations
+	}{{"int8", Int8Activations}, {"float", FloatActivations}} {
+		b.Run(typ.String()+"/"+c.name, func(b *testing.B) {
+			m.SetActivations(c.acts)
+			benchDecode(b, m, 1)
+		})
+	}
 }
