@@ -19,6 +19,8 @@ type asmKernel func(w *byte, v *view, nb int) float32
 var asmKernels = map[gguf.Type]asmKernel{
 	gguf.TypeQ8_0: dotQ8_0AVX2,
 	gguf.TypeQ4_0: dotQ4_0AVX2,
+	gguf.TypeQ4_K: dotQ4_KAVX2,
+	gguf.TypeQ6_K: dotQ6_KAVX2,
 }
 
 //go:noescape
@@ -26,3 +28,9 @@ func dotQ8_0AVX2(w *byte, v *view, nb int) float32
 
 //go:noescape
 func dotQ4_0AVX2(w *byte, v *view, nb int) float32
+
+//go:noescape
+func dotQ4_KAVX2(w *byte, v *view, nb int) float32
+
+//go:noescape
+func dotQ6_KAVX2(w *byte, v *view, nb int) float32

@@ -28,6 +28,32 @@ DATA spreadQH<>+16(SB)/8, $0x0202020202020202
 DATA spreadQH<>+24(SB)/8, $0x0303030303030303
 GLOBL spreadQH<>(SB), RODATA|NOPTR, $32
 
+// q6kOrder puts Q6_K's sixteen int8 scales in the order 0,2,1,3, 4,6,5,7,
+// … so that, widened to int16, dword i holds the pair of scales that
+// VPMADDWD needs against two interleaved sub-blocks (see LANES).
+DATA q6kOrder<>+0(SB)/8, $0x0705060403010200
+DATA q6kOrder<>+8(SB)/8, $0x0f0d0e0c0b090a08
+GLOBL q6kOrder<>(SB), RODATA|NOPTR, $16
+
+// q6kIdx: VPERMD indices 2i (low lane) and 2i+1 (high lane), i < 4.
+DATA q6kIdx<>+0(SB)/8, $0x0000000000000000
+DATA q6kIdx<>+8(SB)/8, $0x0000000000000000
+DATA q6kIdx<>+16(SB)/8, $0x0000000100000001
+DATA q6kIdx<>+24(SB)/8, $0x0000000100000001
+DATA q6kIdx<>+32(SB)/8, $0x0000000200000002
+DATA q6kIdx<>+40(SB)/8, $0x0000000200000002
+DATA q6kIdx<>+48(SB)/8, $0x0000000300000003
+DATA q6kIdx<>+56(SB)/8, $0x0000000300000003
+DATA q6kIdx<>+64(SB)/8, $0x0000000400000004
+DATA q6kIdx<>+72(SB)/8, $0x0000000400000004
+DATA q6kIdx<>+80(SB)/8, $0x0000000500000005
+DATA q6kIdx<>+88(SB)/8, $0x0000000500000005
+DATA q6kIdx<>+96(SB)/8, $0x0000000600000006
+DATA q6kIdx<>+104(SB)/8, $0x0000000600000006
+DATA q6kIdx<>+112(SB)/8, $0x0000000700000007
+DATA q6kIdx<>+120(SB)/8, $0x0000000700000007
+GLOBL q6kIdx<>(SB), RODATA|NOPTR, $128
+
 // ----------------------------------------------------- shared macros
 
 // BCAST32(v, Y): every dword of Y = the constant v (clobbers AX).
@@ -57,14 +83,16 @@ GLOBL spreadQH<>(SB), RODATA|NOPTR, $32
 	VEXTRACTF128 $1, Y, X; \
 	ADD4(X)
 
-// HSUM1: X0[0] = the sum of Y0's eight int32 lanes.
-#define HSUM1 \
-	VEXTRACTI128 $1, Y0, X1; \
-	VPADDD X1, X0, X0; \
-	VPSHUFD $0x4e, X0, X1; \
-	VPADDD X1, X0, X0; \
-	VPSHUFD $0xb1, X0, X1; \
-	VPADDD X1, X0, X0
+// HSUMI(Y, X, XT): X[0] = the sum of Y's eight int32 lanes.
+#define HSUMI(Y, X, XT) \
+	VEXTRACTI128 $1, Y, XT; \
+	VPADDD XT, X, X; \
+	VPSHUFD $0x4e, X, XT; \
+	VPADDD XT, X, X; \
+	VPSHUFD $0xb1, X, XT; \
+	VPADDD XT, X, X
+
+#define HSUM1 HSUMI(Y0, X0, X1)
 
 // GROUP8(INT): Y0 lane k = the integer sum of block k of the next eight,
 // INT(k, V) leaving block k's partial sums in the eight lanes of V.
@@ -238,3 +266,215 @@ q40done:
 	VMOVSS X15, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// ------------------------------------------------- the eight-lane K-quants
+//
+// Register use: SI super-block, DI reordered quants (Acts.qp), DX scales,
+// R8 bsums, R9 pair sums·32, CX super-blocks left; Y10 and Y11 the integer
+// lanes of the current super-block (see LANES), Y14 the eight float lanes
+// (sums), X15 sumf; Y12 permK, Y13 0x0F bytes, Y9 the scales.
+//
+// With the quants reordered, VPMADDUBSW of a sub-block's 32 bytes gives
+// in its low 128 bits eight words w_l = a[l]·q[l] + a[l+8]·q[l+8] and in
+// its high 128 bits the same for elements 16-31: word l belongs to lane l.
+
+// LANES(P, Q, S): interleave the words of sub-block products P and Q and
+// multiply-add them with the scale pairs S (low word P's scale, high word
+// Q's): Y10 gathers lanes 0-3, Y11 lanes 4-7, each twice (low and high
+// 128 bits). Clobbers Y5, Y6.
+#define LANES(P, Q, S) \
+	VPUNPCKLWD Q, P, Y5; \
+	VPUNPCKHWD Q, P, Y6; \
+	VPMADDWD S, Y5, Y5; \
+	VPMADDWD S, Y6, Y6; \
+	VPADDD Y5, Y10, Y10; \
+	VPADDD Y6, Y11, Y11
+
+// LANESDONE(doff): sums[l] += (F16 at doff(SI) · d) · float(lane l).
+#define LANESDONE(doff) \
+	VPERM2I128 $0x20, Y11, Y10, Y0; \
+	VPERM2I128 $0x31, Y11, Y10, Y1; \
+	VPADDD Y1, Y0, Y0; \
+	VCVTDQ2PS Y0, Y0; \
+	F16X1(doff, X1); \
+	VMULSS (DX), X1, X1; \
+	VBROADCASTSS X1, Y1; \
+	VMULPS Y1, Y0, Y0; \
+	VADDPS Y0, Y14, Y14
+
+// K4SCALES: Q4_K/Q5_K's scales (scaleMinK4) as int16 in both halves of Y9
+// (dword g = the pair of scales of sub-blocks 2g, 2g+1) and the mins as
+// int16 in X8. Clobbers AX, BX, R9-R12.
+#define K4SCALES \
+	MOVL 4(SI), AX; \
+	MOVL 8(SI), BX; \
+	MOVL 12(SI), R9; \
+	MOVL AX, R10; \
+	ANDL $0x3f3f3f3f, R10; \
+	MOVL R9, R11; \
+	ANDL $0x0f0f0f0f, R11; \
+	MOVL AX, R12; \
+	SHRL $6, R12; \
+	ANDL $0x03030303, R12; \
+	SHLL $4, R12; \
+	ORL R12, R11; \
+	MOVL BX, R12; \
+	ANDL $0x3f3f3f3f, R12; \
+	SHRL $4, R9; \
+	ANDL $0x0f0f0f0f, R9; \
+	SHRL $6, BX; \
+	ANDL $0x03030303, BX; \
+	SHLL $4, BX; \
+	ORL BX, R9; \
+	SHLQ $32, R11; \
+	ORQ R11, R10; \
+	SHLQ $32, R9; \
+	ORQ R9, R12; \
+	VMOVQ R10, X9; \
+	VPMOVZXBW X9, X9; \
+	VINSERTI128 $1, X9, Y9, Y9; \
+	VMOVQ R12, X8; \
+	VPMOVZXBW X8, X8
+
+// K4MINS: sumf -= (dmin·d) · float(Σ bsums[j]·min[j/2]).
+#define K4MINS \
+	VPUNPCKLWD X8, X8, X6; \
+	VPUNPCKHWD X8, X8, X7; \
+	VINSERTI128 $1, X7, Y6, Y6; \
+	VPMADDWD (R8), Y6, Y6; \
+	HSUMI(Y6, X6, X7); \
+	VCVTDQ2PS X6, X6; \
+	F16X1(2, X1); \
+	VMULSS (DX), X1, X1; \
+	VMULSS X6, X1, X1; \
+	VSUBSS X1, X15, X15
+
+// K4NIBBLES(off, g): Y0, Y1 = sub-blocks 2g and 2g+1 of the 128 bytes of
+// nibbles at off(SI) (low and high nibbles of bytes 32g..32g+31).
+#define K4NIBBLES(off, g) \
+	VMOVDQU off+32*g(SI), Y0; \
+	VPSRLW $4, Y0, Y1; \
+	VPAND Y13, Y0, Y0; \
+	VPAND Y13, Y1, Y1
+
+// K4PRODUCTS(g): the reordered products of Y0, Y1 with the quants, into
+// the lanes with the scales of sub-blocks 2g, 2g+1.
+#define K4PRODUCTS(g) \
+	VPSHUFB Y12, Y0, Y0; \
+	VPSHUFB Y12, Y1, Y1; \
+	VPMADDUBSW 64*g(DI), Y0, Y0; \
+	VPMADDUBSW 64*g+32(DI), Y1, Y1; \
+	VPSHUFD $(0x55*g), Y9, Y4; \
+	LANES(Y0, Y1, Y4)
+
+#define Q4KGROUP(g) \
+	K4NIBBLES(16, g); \
+	K4PRODUCTS(g)
+
+// FOLD8: sumf += sums[0], …, sums[7] in order, then return sumf.
+#define FOLD8 \
+	ADD8(Y14, X14); \
+	VMOVSS X15, ret+24(FP); \
+	VZEROUPPER; \
+	RET
+
+// func dotQ4_KAVX2(w *byte, v *view, nb int) float32
+TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	VXORPS Y14, Y14, Y14
+	BCAST32(0x0f0f0f0f, Y13, X13)
+	VMOVDQU permK<>(SB), Y12
+
+q4kloop:
+	TESTQ CX, CX
+	JZ    q4kdone
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	K4SCALES
+	K4MINS
+	Q4KGROUP(0)
+	Q4KGROUP(1)
+	Q4KGROUP(2)
+	Q4KGROUP(3)
+	LANESDONE(0)
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, R8
+	DECQ CX
+	JMP  q4kloop
+
+q4kdone:
+	FOLD8
+
+// Q6KPROD(U, off): U = reordered unsigned 6-bit quants · q - 32·pair sums:
+// the products of (u-32) with the quants, pairwise.
+#define Q6KPROD(U, off) \
+	VPSHUFB Y12, U, U; \
+	VPMADDUBSW off(DI), U, U; \
+	VPSUBW off(R9), U, U
+
+// Q6KHALF(h): elements 128h..128h+127: ql at 64h (low nibbles: elements
+// 0-31, 32-63; high nibbles: 64-95, 96-127), two bits each from qh at
+// 128+32h; Y7 = 0x30 bytes.
+#define Q6KHALF(h) \
+	VMOVDQU 64*h(SI), Y0; \
+	VMOVDQU 64*h+32(SI), Y1; \
+	VMOVDQU 128+32*h(SI), Y2; \
+	VPAND Y13, Y0, Y3; \
+	VPSLLW $4, Y2, Y4; \
+	VPAND Y7, Y4, Y4; \
+	VPOR Y4, Y3, Y3; \
+	VPAND Y13, Y1, Y4; \
+	VPSLLW $2, Y2, Y5; \
+	VPAND Y7, Y5, Y5; \
+	VPOR Y5, Y4, Y4; \
+	VPSRLW $4, Y0, Y0; \
+	VPAND Y13, Y0, Y0; \
+	VPAND Y7, Y2, Y5; \
+	VPOR Y5, Y0, Y0; \
+	VPSRLW $4, Y1, Y1; \
+	VPAND Y13, Y1, Y1; \
+	VPSRLW $2, Y2, Y2; \
+	VPAND Y7, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6KPROD(Y3, 128*h); \
+	Q6KPROD(Y4, 128*h+32); \
+	Q6KPROD(Y0, 128*h+64); \
+	Q6KPROD(Y1, 128*h+96); \
+	VMOVDQU q6kIdx<>+64*h(SB), Y2; \
+	VPERMD Y9, Y2, Y2; \
+	LANES(Y3, Y4, Y2); \
+	VMOVDQU q6kIdx<>+64*h+32(SB), Y2; \
+	VPERMD Y9, Y2, Y2; \
+	LANES(Y0, Y1, Y2)
+
+// func dotQ6_KAVX2(w *byte, v *view, nb int) float32
+TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	MOVQ 32(BX), R9
+	VXORPS Y14, Y14, Y14
+	BCAST32(0x0f0f0f0f, Y13, X13)
+	BCAST32(0x30303030, Y7, X7)
+	VMOVDQU permK<>(SB), Y12
+
+q6kloop:
+	TESTQ CX, CX
+	JZ    q6kdone
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	VMOVDQU 192(SI), X9
+	VPSHUFB q6kOrder<>(SB), X9, X9
+	VPMOVSXBW X9, Y9
+	Q6KHALF(0)
+	Q6KHALF(1)
+	LANESDONE(208)
+	ADDQ $210, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $256, R9
+	DECQ CX
+	JMP  q6kloop
+
+q6kdone:
+	FOLD8

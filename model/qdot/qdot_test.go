@@ -76,7 +76,7 @@ func TestAVX2MatchesGo(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no AVX2 on this machine (or built with purego): only the Go kernels run")
 	}
-	for _, must := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ4_0} {
+	for _, must := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ4_0} {
 		if For(must).asmDot == nil {
 			t.Errorf("%s has no AVX2 kernel", must)
 		}
