@@ -54,6 +54,38 @@ DATA q6kIdx<>+112(SB)/8, $0x0000000700000007
 DATA q6kIdx<>+120(SB)/8, $0x0000000700000007
 GLOBL q6kIdx<>(SB), RODATA|NOPTR, $128
 
+// iq4nlTable and mxfp4Table: kvaluesIQ4NL and kvaluesMXFP4, in both lanes.
+DATA iq4nlTable<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4nlTable<>+8(SB)/8, $0x7159453526190d01
+DATA iq4nlTable<>+16(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4nlTable<>+24(SB)/8, $0x7159453526190d01
+GLOBL iq4nlTable<>(SB), RODATA|NOPTR, $32
+
+DATA mxfp4Table<>+0(SB)/8, $0x0c08060403020100
+DATA mxfp4Table<>+8(SB)/8, $0xf4f8fafcfdfeff00
+DATA mxfp4Table<>+16(SB)/8, $0x0c08060403020100
+DATA mxfp4Table<>+24(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL mxfp4Table<>(SB), RODATA|NOPTR, $32
+
+// q2kOrder puts Q2_K's sixteen scale bytes in the order 0,2,4,6,1,3,5,7,
+// 8,10,…: widened to dwords, each half super-block's scales land in the
+// lanes of its phaddd-reduced sub-block sums.
+DATA q2kOrder<>+0(SB)/8, $0x0705030106040200
+DATA q2kOrder<>+8(SB)/8, $0x0f0d0b090e0c0a08
+GLOBL q2kOrder<>(SB), RODATA|NOPTR, $16
+
+// IQ4_XS: the dword shifts that bring 32-block i's scale bits down.
+DATA iq4xsShiftL<>+0(SB)/8, $0x0000000400000000
+DATA iq4xsShiftL<>+8(SB)/8, $0x0000000c00000008
+DATA iq4xsShiftL<>+16(SB)/8, $0x0000001400000010
+DATA iq4xsShiftL<>+24(SB)/8, $0x0000001c00000018
+GLOBL iq4xsShiftL<>(SB), RODATA|NOPTR, $32
+DATA iq4xsShiftH<>+0(SB)/8, $0x0000000200000000
+DATA iq4xsShiftH<>+8(SB)/8, $0x0000000600000004
+DATA iq4xsShiftH<>+16(SB)/8, $0x0000000a00000008
+DATA iq4xsShiftH<>+24(SB)/8, $0x0000000e0000000c
+GLOBL iq4xsShiftH<>(SB), RODATA|NOPTR, $32
+
 // ----------------------------------------------------- shared macros
 
 // BCAST32(v, Y): every dword of Y = the constant v (clobbers AX).
@@ -336,13 +368,13 @@ q40done:
 	VMOVQ R12, X8; \
 	VPMOVZXBW X8, X8
 
-// K4MINS: sumf -= (dmin·d) · float(Σ bsums[j]·min[j/2]).
+// K4MINS: sumf -= (dmin·d) · float(Σ bsums[j]·min[j/2]). Clobbers Y5, Y6.
 #define K4MINS \
 	VPUNPCKLWD X8, X8, X6; \
-	VPUNPCKHWD X8, X8, X7; \
-	VINSERTI128 $1, X7, Y6, Y6; \
+	VPUNPCKHWD X8, X8, X5; \
+	VINSERTI128 $1, X5, Y6, Y6; \
 	VPMADDWD (R8), Y6, Y6; \
-	HSUMI(Y6, X6, X7); \
+	HSUMI(Y6, X6, X5); \
 	VCVTDQ2PS X6, X6; \
 	F16X1(2, X1); \
 	VMULSS (DX), X1, X1; \
@@ -405,6 +437,59 @@ q4kloop:
 	JMP  q4kloop
 
 q4kdone:
+	FOLD8
+
+// Q5KGROUP(g, HLO, HHI): as Q4KGROUP, with the fifth bits from qh (Y8):
+// HLO and HHI move bits 2g and 2g+1 of each byte to bit 4 of Y2; Y7 =
+// 0x10 bytes.
+#define Q5KGROUP(g, HLO, HHI) \
+	K4NIBBLES(48, g); \
+	HLO; \
+	VPAND Y7, Y2, Y2; \
+	VPOR Y2, Y0, Y0; \
+	HHI; \
+	VPAND Y7, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	K4PRODUCTS(g)
+
+#define Q5HL0 VPSLLW $4, Y8, Y2
+#define Q5HH0 VPSLLW $3, Y8, Y2
+#define Q5HL1 VPSLLW $2, Y8, Y2
+#define Q5HH1 VPSLLW $1, Y8, Y2
+#define Q5HL2 VMOVDQU Y8, Y2
+#define Q5HH2 VPSRLW $1, Y8, Y2
+#define Q5HL3 VPSRLW $2, Y8, Y2
+#define Q5HH3 VPSRLW $3, Y8, Y2
+
+// func dotQ5_KAVX2(w *byte, v *view, nb int) float32
+TEXT ·dotQ5_KAVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	VXORPS Y14, Y14, Y14
+	BCAST32(0x0f0f0f0f, Y13, X13)
+	BCAST32(0x10101010, Y7, X7)
+	VMOVDQU permK<>(SB), Y12
+
+q5kloop:
+	TESTQ CX, CX
+	JZ    q5kdone
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	K4SCALES
+	K4MINS
+	VMOVDQU 16(SI), Y8
+	Q5KGROUP(0, Q5HL0, Q5HH0)
+	Q5KGROUP(1, Q5HL1, Q5HH1)
+	Q5KGROUP(2, Q5HL2, Q5HH2)
+	Q5KGROUP(3, Q5HL3, Q5HH3)
+	LANESDONE(0)
+	ADDQ $176, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, R8
+	DECQ CX
+	JMP  q5kloop
+
+q5kdone:
 	FOLD8
 
 // Q6KPROD(U, off): U = reordered unsigned 6-bit quants · q - 32·pair sums:
@@ -478,3 +563,573 @@ q6kloop:
 
 q6kdone:
 	FOLD8
+
+// ------------------------------------------------------------ Q4_1
+
+// Q41INT(k, V): block k's Σ nibble·q.
+#define Q41INT(k, V) \
+	NIB16(20*k+4, Y8, X8); \
+	VPMADDUBSW 32*k(DI), Y8, V; \
+	VPMADDWD Y14, V, V
+
+// func dotQ4_1AVX2(w *byte, v *view, nb int) float32
+// Per block: sumf += ((dx*dy)*float(sumi) + m*s).
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	MOVQ 16(BX), R8
+	ONES16(Y14)
+	BCAST32(0x0f0f0f0f, Y13, X13)
+
+q41loop:
+	CMPQ CX, $8
+	JLT  q41tail
+	GROUP8(Q41INT)
+	VCVTDQ2PS Y0, Y0
+	F16X8(20, 0)
+	VCVTPH2PS X9, Y9
+	VMULPS (DX), Y9, Y9
+	VMULPS Y9, Y0, Y0
+	F16X8(20, 2)
+	VCVTPH2PS X9, Y9
+	VMULPS (R8), Y9, Y9
+	VADDPS Y9, Y0, Y0
+	ADD8(Y0, X0)
+	ADDQ $8*20, SI
+	ADDQ $8*32, DI
+	ADDQ $8*4, DX
+	ADDQ $8*4, R8
+	SUBQ $8, CX
+	JMP  q41loop
+
+q41tail:
+	TESTQ CX, CX
+	JZ    q41done
+	Q41INT(0, Y0)
+	HSUM1
+	VCVTDQ2PS X0, X0
+	F16X1(0, X9)
+	VMULSS (DX), X9, X9
+	VMULSS X9, X0, X0
+	F16X1(2, X9)
+	VMULSS (R8), X9, X9
+	VADDSS X9, X0, X0
+	VADDSS X0, X15, X15
+	ADDQ $20, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	ADDQ $4, R8
+	DECQ CX
+	JMP  q41tail
+
+q41done:
+	VMOVSS X15, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// ------------------------------------------------------- Q5_0, Q5_1
+
+// Q5HIGH(off): Y9 byte i = 16 if bit i of the dword at off(SI) is set.
+// Y12 = spreadQH, Y11 = 1,2,4,…,128 repeated, Y7 = 0x10 bytes.
+#define Q5HIGH(off) \
+	VPBROADCASTD off(SI), Y9; \
+	VPSHUFB Y12, Y9, Y9; \
+	VPAND Y11, Y9, Y9; \
+	VPCMPEQB Y11, Y9, Y9; \
+	VPAND Y7, Y9, Y9
+
+#define Q5CONSTS \
+	ONES16(Y14); \
+	BCAST32(0x0f0f0f0f, Y13, X13); \
+	VMOVDQU spreadQH<>(SB), Y12; \
+	MOVQ $0x8040201008040201, AX; \
+	MOVQ AX, X11; \
+	VPBROADCASTQ X11, Y11; \
+	BCAST32(0x10101010, Y7, X7)
+
+// Q50INT(k, V): block k's Σ q5·q (the -16 is taken off afterwards).
+#define Q50INT(k, V) \
+	Q5HIGH(22*k+2); \
+	NIB16(22*k+6, Y8, X8); \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW 32*k(DI), Y8, V; \
+	VPMADDWD Y14, V, V
+
+// func dotQ5_0AVX2(w *byte, v *view, nb int) float32
+// Per block: sumi = Σ q5·q - 16·Σq; sumf += (dx*dy) * float(sumi).
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	Q5CONSTS
+
+q50loop:
+	CMPQ CX, $8
+	JLT  q50tail
+	GROUP8(Q50INT)
+	VPMOVSXWD (R8), Y1
+	VPSLLD $4, Y1, Y1
+	VPSUBD Y1, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	F16X8(22, 0)
+	VCVTPH2PS X9, Y9
+	VMULPS (DX), Y9, Y9
+	VMULPS Y9, Y0, Y0
+	ADD8(Y0, X0)
+	ADDQ $8*22, SI
+	ADDQ $8*32, DI
+	ADDQ $8*4, DX
+	ADDQ $8*2, R8
+	SUBQ $8, CX
+	JMP  q50loop
+
+q50tail:
+	TESTQ CX, CX
+	JZ    q50done
+	Q50INT(0, Y0)
+	HSUM1
+	MOVWLSX (R8), AX
+	SHLL $4, AX
+	VMOVD AX, X1
+	VPSUBD X1, X0, X0
+	VCVTDQ2PS X0, X0
+	F16X1(0, X9)
+	VMULSS (DX), X9, X9
+	VMULSS X9, X0, X0
+	VADDSS X0, X15, X15
+	ADDQ $22, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	ADDQ $2, R8
+	DECQ CX
+	JMP  q50tail
+
+q50done:
+	VMOVSS X15, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// Q51INT(k, V): block k's Σ q5·q.
+#define Q51INT(k, V) \
+	Q5HIGH(24*k+4); \
+	NIB16(24*k+8, Y8, X8); \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW 32*k(DI), Y8, V; \
+	VPMADDWD Y14, V, V
+
+// func dotQ5_1AVX2(w *byte, v *view, nb int) float32
+// Per block: sumf += ((dx*dy)*float(sumi) + m*s).
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	MOVQ 16(BX), R8
+	Q5CONSTS
+
+q51loop:
+	CMPQ CX, $8
+	JLT  q51tail
+	GROUP8(Q51INT)
+	VCVTDQ2PS Y0, Y0
+	F16X8(24, 0)
+	VCVTPH2PS X9, Y9
+	VMULPS (DX), Y9, Y9
+	VMULPS Y9, Y0, Y0
+	F16X8(24, 2)
+	VCVTPH2PS X9, Y9
+	VMULPS (R8), Y9, Y9
+	VADDPS Y9, Y0, Y0
+	ADD8(Y0, X0)
+	ADDQ $8*24, SI
+	ADDQ $8*32, DI
+	ADDQ $8*4, DX
+	ADDQ $8*4, R8
+	SUBQ $8, CX
+	JMP  q51loop
+
+q51tail:
+	TESTQ CX, CX
+	JZ    q51done
+	Q51INT(0, Y0)
+	HSUM1
+	VCVTDQ2PS X0, X0
+	F16X1(0, X9)
+	VMULSS (DX), X9, X9
+	VMULSS X9, X0, X0
+	F16X1(2, X9)
+	VMULSS (R8), X9, X9
+	VADDSS X9, X0, X0
+	VADDSS X0, X15, X15
+	ADDQ $24, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	ADDQ $4, R8
+	DECQ CX
+	JMP  q51tail
+
+q51done:
+	VMOVSS X15, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------- IQ4_NL, MXFP4
+
+// LUTINT(stride, off, k, V): block k's Σ table[nibble]·q, the nibbles at
+// stride·k+off, the table in Y12 (signed values: the sign moves onto q).
+#define LUTINT(stride, off, k, V) \
+	NIB16(stride*k+off, Y8, X8); \
+	VPSHUFB Y8, Y12, Y8; \
+	VMOVDQU 32*k(DI), V; \
+	VPSIGNB Y8, V, V; \
+	VPABSB Y8, Y8; \
+	VPMADDUBSW V, Y8, V; \
+	VPMADDWD Y14, V, V
+
+#define IQ4NLINT(k, V) LUTINT(18, 2, k, V)
+#define MXFP4INT(k, V) LUTINT(17, 1, k, V)
+
+// func dotIQ4_NLAVX2(w *byte, v *view, nb int) float32
+// Per block: sumf += (dy*dx) * float(sumi).
+TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	ONES16(Y14)
+	BCAST32(0x0f0f0f0f, Y13, X13)
+	VMOVDQU iq4nlTable<>(SB), Y12
+
+iq4nlloop:
+	CMPQ CX, $8
+	JLT  iq4nltail
+	GROUP8(IQ4NLINT)
+	VCVTDQ2PS Y0, Y0
+	F16X8(18, 0)
+	VCVTPH2PS X9, Y9
+	VMULPS (DX), Y9, Y9
+	VMULPS Y9, Y0, Y0
+	ADD8(Y0, X0)
+	ADDQ $8*18, SI
+	ADDQ $8*32, DI
+	ADDQ $8*4, DX
+	SUBQ $8, CX
+	JMP  iq4nlloop
+
+iq4nltail:
+	TESTQ CX, CX
+	JZ    iq4nldone
+	IQ4NLINT(0, Y0)
+	HSUM1
+	VCVTDQ2PS X0, X0
+	F16X1(0, X9)
+	VMULSS (DX), X9, X9
+	VMULSS X9, X0, X0
+	VADDSS X0, X15, X15
+	ADDQ $18, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JMP  iq4nltail
+
+iq4nldone:
+	VMOVSS X15, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// E8M0(k, X): insert e8m0Table[e of block k] as dword k%4 of X.
+#define E8M0(k, X) \
+	MOVBLZX 17*k(SI), AX; \
+	VPINSRD $(k&3), (R9)(AX*4), X, X
+
+// func dotMXFP4AVX2(w *byte, v *view, nb int) float32
+// Per block: sumf += (dy*e8m0Half(e)) * float(sumi).
+TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	LEAQ ·e8m0Table(SB), R9
+	ONES16(Y14)
+	BCAST32(0x0f0f0f0f, Y13, X13)
+	VMOVDQU mxfp4Table<>(SB), Y12
+
+mxfp4loop:
+	CMPQ CX, $8
+	JLT  mxfp4tail
+	GROUP8(MXFP4INT)
+	VCVTDQ2PS Y0, Y0
+	E8M0(0, X9)
+	E8M0(1, X9)
+	E8M0(2, X9)
+	E8M0(3, X9)
+	E8M0(4, X10)
+	E8M0(5, X10)
+	E8M0(6, X10)
+	E8M0(7, X10)
+	VINSERTI128 $1, X10, Y9, Y9
+	VMULPS (DX), Y9, Y9
+	VMULPS Y9, Y0, Y0
+	ADD8(Y0, X0)
+	ADDQ $8*17, SI
+	ADDQ $8*32, DI
+	ADDQ $8*4, DX
+	SUBQ $8, CX
+	JMP  mxfp4loop
+
+mxfp4tail:
+	TESTQ CX, CX
+	JZ    mxfp4done
+	MXFP4INT(0, Y0)
+	HSUM1
+	VCVTDQ2PS X0, X0
+	MOVBLZX (SI), AX
+	VMOVSS (R9)(AX*4), X9
+	VMULSS (DX), X9, X9
+	VMULSS X9, X0, X0
+	VADDSS X0, X15, X15
+	ADDQ $17, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JMP  mxfp4tail
+
+mxfp4done:
+	VMOVSS X15, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// ------------------------------------------------------------ Q2_K
+
+// Q2KSUB(j, V): V = the 32 two-bit quants at shift 2j of Y0, times the
+// quants: low 128 bits sub-block 2j's partial sums, high 128 bits 2j+1's.
+// Y13 = 0x03 bytes.
+#define Q2KSUB(h, j, V) \
+	VPSRLW $(2*j), Y0, V; \
+	VPAND Y13, V, V; \
+	VPSHUFB Y12, V, V; \
+	VPMADDUBSW 128*h+32*j(DI), V, V; \
+	VPMADDWD Y14, V, V
+
+// Q2KHALF(h, S): Y11 += (sub-block sums of elements 128h..128h+127) ·
+// their scales S (dwords s[8h], s[8h+2], s[8h+4], s[8h+6] | s[8h+1], …).
+#define Q2KHALF(h, S) \
+	VMOVDQU 16+32*h(SI), Y0; \
+	Q2KSUB(h, 0, Y1); \
+	Q2KSUB(h, 1, Y2); \
+	Q2KSUB(h, 2, Y3); \
+	Q2KSUB(h, 3, Y4); \
+	VPHADDD Y2, Y1, Y1; \
+	VPHADDD Y4, Y3, Y3; \
+	VPHADDD Y3, Y1, Y1; \
+	VPMULLD S, Y1, Y1; \
+	VPADDD Y1, Y11, Y11
+
+// func dotQ2_KAVX2(w *byte, v *view, nb int) float32
+// Per super-block: sumf += (d*dall)*float(isum) - (d*dmin)*float(summs).
+TEXT ·dotQ2_KAVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	ONES16(Y14)
+	BCAST32(0x03030303, Y13, X13)
+	BCAST32(0x0f0f0f0f, Y10, X10)
+	VMOVDQU permK<>(SB), Y12
+
+q2kloop:
+	TESTQ CX, CX
+	JZ    q2kdone
+	VMOVDQU (SI), X6
+	VPAND X10, X6, X7
+	VPSHUFB q2kOrder<>(SB), X7, X7
+	VPMOVZXBD X7, Y8
+	VPSRLDQ $8, X7, X7
+	VPMOVZXBD X7, Y7
+	VPSRLW $4, X6, X6
+	VPAND X10, X6, X6
+	VPMOVZXBW X6, Y6
+	VPMADDWD (R8), Y6, Y6
+	HSUMI(Y6, X6, X5)
+	VPXOR Y11, Y11, Y11
+	Q2KHALF(0, Y8)
+	Q2KHALF(1, Y7)
+	HSUMI(Y11, X11, X1)
+	VCVTDQ2PS X11, X11
+	F16X1(80, X1)
+	VMULSS (DX), X1, X1
+	VMULSS X11, X1, X1
+	VCVTDQ2PS X6, X6
+	F16X1(82, X2)
+	VMULSS (DX), X2, X2
+	VMULSS X6, X2, X2
+	VSUBSS X2, X1, X1
+	VADDSS X1, X15, X15
+	ADDQ $84, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, R8
+	DECQ CX
+	JMP  q2kloop
+
+q2kdone:
+	VMOVSS X15, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// ------------------------------------------------------------ Q3_K
+
+// Q3KSCALES: the sixteen 6-bit scales (see dotQ3_K) minus 32, as int16 in
+// Y9 in q6kOrder's order. Clobbers AX, BX, R10-R13, Y5.
+#define Q3KSCALES \
+	MOVL 96(SI), AX; \
+	MOVL 100(SI), BX; \
+	MOVL 104(SI), R10; \
+	MOVL AX, R11; \
+	ANDL $0x0f0f0f0f, R11; \
+	MOVL R10, R12; \
+	ANDL $0x03030303, R12; \
+	SHLL $4, R12; \
+	ORL R12, R11; \
+	MOVL BX, R12; \
+	ANDL $0x0f0f0f0f, R12; \
+	MOVL R10, R13; \
+	SHRL $2, R13; \
+	ANDL $0x03030303, R13; \
+	SHLL $4, R13; \
+	ORL R13, R12; \
+	SHRL $4, AX; \
+	ANDL $0x0f0f0f0f, AX; \
+	MOVL R10, R13; \
+	SHRL $4, R13; \
+	ANDL $0x03030303, R13; \
+	SHLL $4, R13; \
+	ORL R13, AX; \
+	SHRL $4, BX; \
+	ANDL $0x0f0f0f0f, BX; \
+	SHRL $6, R10; \
+	ANDL $0x03030303, R10; \
+	SHLL $4, R10; \
+	ORL R10, BX; \
+	SHLQ $32, R12; \
+	ORQ R12, R11; \
+	SHLQ $32, BX; \
+	ORQ BX, AX; \
+	VMOVQ R11, X9; \
+	VPINSRQ $1, AX, X9, X9; \
+	BCAST32(0x20202020, Y5, X5); \
+	VPSUBB X5, X9, X9; \
+	VPSHUFB q6kOrder<>(SB), X9, X9; \
+	VPMOVSXBW X9, Y9
+
+// Q3KU(h, j, U, HB): U = the products, pairwise, of elements
+// 128h+32j..+31 (two bits at shift 2j of Y0, the third from hmask's bit
+// 4h+j, moved to bit 2 of Y5 by HB) with the quants, less 4·pair sums.
+// Y13 = 0x03 bytes, Y7 = 0x04 bytes, Y8 = hmask.
+#define Q3KU(h, j, U, HB) \
+	VPSRLW $(2*j), Y0, U; \
+	VPAND Y13, U, U; \
+	HB; \
+	VPAND Y7, Y5, Y5; \
+	VPOR Y5, U, U; \
+	VPSHUFB Y12, U, U; \
+	VPMADDUBSW 128*h+32*j(DI), U, U; \
+	VMOVDQU 128*h+32*j(R9), Y6; \
+	VPSRAW $3, Y6, Y6; \
+	VPSUBW Y6, U, U
+
+#define Q3KHALF(h, HB0, HB1, HB2, HB3) \
+	VMOVDQU 32+32*h(SI), Y0; \
+	Q3KU(h, 0, Y1, HB0); \
+	Q3KU(h, 1, Y2, HB1); \
+	Q3KU(h, 2, Y3, HB2); \
+	Q3KU(h, 3, Y4, HB3); \
+	VMOVDQU q6kIdx<>+64*h(SB), Y0; \
+	VPERMD Y9, Y0, Y0; \
+	LANES(Y1, Y2, Y0); \
+	VMOVDQU q6kIdx<>+64*h+32(SB), Y0; \
+	VPERMD Y9, Y0, Y0; \
+	LANES(Y3, Y4, Y0)
+
+#define Q3HB0 VPSLLW $2, Y8, Y5
+#define Q3HB1 VPSLLW $1, Y8, Y5
+#define Q3HB2 VMOVDQU Y8, Y5
+#define Q3HB3 VPSRLW $1, Y8, Y5
+#define Q3HB4 VPSRLW $2, Y8, Y5
+#define Q3HB5 VPSRLW $3, Y8, Y5
+#define Q3HB6 VPSRLW $4, Y8, Y5
+#define Q3HB7 VPSRLW $5, Y8, Y5
+
+// func dotQ3_KAVX2(w *byte, v *view, nb int) float32
+TEXT ·dotQ3_KAVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	MOVQ 32(BX), R9
+	VXORPS Y14, Y14, Y14
+	BCAST32(0x03030303, Y13, X13)
+	BCAST32(0x04040404, Y7, X7)
+	VMOVDQU permK<>(SB), Y12
+
+q3kloop:
+	TESTQ CX, CX
+	JZ    q3kdone
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	Q3KSCALES
+	VMOVDQU (SI), Y8
+	Q3KHALF(0, Q3HB0, Q3HB1, Q3HB2, Q3HB3)
+	Q3KHALF(1, Q3HB4, Q3HB5, Q3HB6, Q3HB7)
+	LANESDONE(108)
+	ADDQ $110, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $256, R9
+	DECQ CX
+	JMP  q3kloop
+
+q3kdone:
+	FOLD8
+
+// ---------------------------------------------------------- IQ4_XS
+
+// IQ4XSINT(k, V): 32-block k's Σ kvalue·q, the values reordered (Y11 =
+// permK) to match the reordered quants; Y12 = iq4nlTable.
+#define IQ4XSINT(k, V) \
+	NIB16(8+16*k, Y8, X8); \
+	VPSHUFB Y8, Y12, Y8; \
+	VPSHUFB Y11, Y8, Y8; \
+	VMOVDQU 32*k(DI), V; \
+	VPSIGNB Y8, V, V; \
+	VPABSB Y8, Y8; \
+	VPMADDUBSW V, Y8, V; \
+	VPMADDWD Y14, V, V
+
+// func dotIQ4_XSAVX2(w *byte, v *view, nb int) float32
+// Per 32-block b: sumf += ((dx*dy)*float(ls_b-32)) * float(sumi_b).
+TEXT ·dotIQ4_XSAVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	ONES16(Y14)
+	BCAST32(0x0f0f0f0f, Y13, X13)
+	VMOVDQU iq4nlTable<>(SB), Y12
+	VMOVDQU permK<>(SB), Y11
+
+iq4xsloop:
+	TESTQ CX, CX
+	JZ    iq4xsdone
+	GROUP8(IQ4XSINT)
+	VCVTDQ2PS Y0, Y0
+	VPBROADCASTD 4(SI), Y1
+	VPSRLVD iq4xsShiftL<>(SB), Y1, Y1
+	BCAST32(0x0f, Y5, X5)
+	VPAND Y5, Y1, Y1
+	MOVWLZX 2(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSRLVD iq4xsShiftH<>(SB), Y2, Y2
+	BCAST32(3, Y5, X5)
+	VPAND Y5, Y2, Y2
+	VPSLLD $4, Y2, Y2
+	VPOR Y2, Y1, Y1
+	BCAST32(32, Y5, X5)
+	VPSUBD Y5, Y1, Y1
+	VCVTDQ2PS Y1, Y1
+	F16X1(0, X2)
+	VMULSS (DX), X2, X2
+	VBROADCASTSS X2, Y2
+	VMULPS Y1, Y2, Y1
+	VMULPS Y1, Y0, Y0
+	ADD8(Y0, X0)
+	ADDQ $136, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	DECQ CX
+	JMP  iq4xsloop
+
+iq4xsdone:
+	VMOVSS X15, ret+24(FP)
+	VZEROUPPER
+	RET
