@@ -116,8 +116,6 @@ func (a *Acts) reorder() {
 	}
 }
 
-func finite(v float32) bool { return v-v == 0 }
-
 // f16Round is v rounded to the nearest F16 value, as a float32.
 func f16Round(v float32) float32 { return gguf.F16ToF32(gguf.F32ToF16(v)) }
 
@@ -126,14 +124,18 @@ func f16Round(v float32) float32 { return gguf.F16ToF32(gguf.F32ToF16(v)) }
 // x·(1/d). It returns the scale as stored (rounded to F16), Σq, and the
 // unrounded scale.
 func quantize32(q []int8, x []float32) (stored float32, sum int16, d float32) {
-	var amax float32
+	q, x = q[:32], x[:32]
+	var amax, z float32
 	for _, v := range x {
-		if !finite(v) {
-			clear(q)
-			nan := float32(math.NaN())
-			return nan, 0, nan
+		z += v * 0 // NaN once an element is infinite or NaN
+		if a := abs32(v); a > amax {
+			amax = a
 		}
-		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	if z != 0 {
+		clear(q)
+		nan := float32(math.NaN())
+		return nan, 0, nan
 	}
 	d = amax / 127
 	var id float32
@@ -141,36 +143,52 @@ func quantize32(q []int8, x []float32) (stored float32, sum int16, d float32) {
 		id = 1 / d
 	}
 	for j, v := range x {
-		q[j] = int8(math.Round(float64(v * id)))
+		q[j] = roundAway(v * id)
 		sum += int16(q[j])
 	}
 	return f16Round(d), sum, d
 }
 
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// roundAway is C's roundf for |v| ≤ 127.5 (what the quantizers pass it):
+// in float64, v ± 0.5 is exact and truncation finishes the rounding.
+func roundAway(v float32) int8 {
+	return int8(int32(float64(v) + math.Copysign(0.5, float64(v))))
+}
+
+// nearestInt is ggml's nearest_int: adding 1.5·2^23 leaves v rounded to
+// the nearest integer, halves to even, in the low mantissa bits (|v| ≤
+// 2^22).
+func nearestInt(v float32) int32 {
+	return int32(math.Float32bits(v+12582912)&0x007fffff) - 0x00400000
+}
+
 // quantize256 is one block of quantize_row_q8_K_ref: the scale comes from
 // the element of largest magnitude (the first such), iscale = -127/max, q =
-// min(127, round-half-even(iscale·x)), d = 1/iscale; bsums are the sums of
-// each 16 quants.
+// min(127, nearestInt(iscale·x)), d = 1/iscale; bsums are the sums of each
+// 16 quants.
 func quantize256(q []int8, bsums []int16, x []float32) float32 {
-	var amax, mx float32
+	q, bsums, x = q[:256], bsums[:16], x[:256]
+	var amax, mx, z float32
 	for _, v := range x {
-		if !finite(v) {
-			clear(q)
-			clear(bsums)
-			return float32(math.NaN())
-		}
-		if ax := float32(math.Abs(float64(v))); ax > amax {
+		z += v * 0 // NaN once an element is infinite or NaN
+		if ax := abs32(v); ax > amax {
 			amax, mx = ax, v
 		}
 	}
-	if amax == 0 {
+	bad := z != 0
+	if bad || amax == 0 {
 		clear(q)
 		clear(bsums)
+		if bad {
+			return float32(math.NaN())
+		}
 		return 0
 	}
 	iscale := -127 / mx
 	for j, v := range x {
-		q[j] = int8(min(127, int32(math.RoundToEven(float64(iscale*v)))))
+		q[j] = int8(min(127, nearestInt(iscale*v)))
 	}
 	for j := range bsums {
 		var s int16

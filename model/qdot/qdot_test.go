@@ -212,3 +212,25 @@ func TestDotRejectsMismatch(t *testing.T) {
 		}()
 	}
 }
+
+// roundAway is C's roundf and nearestInt rounds halves to even, over the
+// range the quantizers use: every half and quarter, and random values.
+func TestRounding(t *testing.T) {
+	check := func(v float32) {
+		if got, want := roundAway(v), int8(math.Round(float64(v))); got != want {
+			t.Fatalf("roundAway(%g) = %d, want %d", v, got, want)
+		}
+		if got, want := nearestInt(v), int32(math.RoundToEven(float64(v))); got != want {
+			t.Fatalf("nearestInt(%g) = %d, want %d", v, got, want)
+		}
+	}
+	for i := -510; i <= 510; i++ {
+		check(float32(i) / 4)
+		check(math.Nextafter32(float32(i)/4, 200))
+		check(math.Nextafter32(float32(i)/4, -200))
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 100000 {
+		check(float32(rng.Float64()*255 - 127.5))
+	}
+}
