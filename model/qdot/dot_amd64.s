@@ -176,9 +176,143 @@ GLOBL iq4xsShiftH<>(SB), RODATA|NOPTR, $32
 	MOVQ 24(BX), R8; \
 	VXORPS X15, X15, X15
 
-// ------------------------------------------------------------ Q8_0
+// ------------------------------------------------ the 32-element blocks
+//
+// Register use: SI weight blocks, DI quants, DX scales d, R8 the
+// activations' Σq per block (Q8_0, int16) or s (Q8_1, float32), CX blocks
+// left, X15 sumf; Y14 int16 ones, Y13 0x0F bytes; GROUP8 takes Y0-Y3, the
+// INT macros Y8, Y9 and X4, the float parts X9 and X10.
 
-// Q80INT(k, V): block k's w·q in V's lanes (the sign of w moved onto q).
+// BLOCKS32(INT, bb, sb, CORR8, FLOAT8, CORR1, FLOAT1): the loop of a
+// 32-block kernel over CX blocks of bb bytes, R8 advancing sb bytes a
+// block: eight blocks at a time (GROUP8(INT), the integer sums corrected
+// by CORR8 and turned into the eight contributions by FLOAT8, in Y0), then
+// one at a time (CORR1, FLOAT1, in X0); every contribution is added to
+// sumf in block order.
+#define BLOCKS32(INT, bb, sb, CORR8, FLOAT8, CORR1, FLOAT1) \
+loop8: \
+	CMPQ CX, $8; \
+	JLT  tail; \
+	GROUP8(INT); \
+	CORR8; \
+	VCVTDQ2PS Y0, Y0; \
+	FLOAT8; \
+	ADD8(Y0, X0); \
+	ADDQ $8*bb, SI; \
+	ADDQ $8*32, DI; \
+	ADDQ $8*4, DX; \
+	ADDQ $8*sb, R8; \
+	SUBQ $8, CX; \
+	JMP  loop8; \
+tail: \
+	TESTQ CX, CX; \
+	JZ    done; \
+	INT(0, Y0); \
+	HSUM1; \
+	CORR1; \
+	VCVTDQ2PS X0, X0; \
+	FLOAT1; \
+	VADDSS X0, X15, X15; \
+	ADDQ $bb, SI; \
+	ADDQ $32, DI; \
+	ADDQ $4, DX; \
+	ADDQ $sb, R8; \
+	DECQ CX; \
+	JMP  tail; \
+done: \
+	VMOVSS X15, ret+24(FP); \
+	VZEROUPPER; \
+	RET
+
+#define NONE
+
+// OFFSET8(sh), OFFSET1(sh): sumi -= Σq·2^sh, for weights stored with an
+// offset of 2^sh (Q4_0: 8, Q5_0: 16) and multiplied unsigned.
+#define OFFSET8(sh) \
+	VPMOVSXWD (R8), Y1; \
+	VPSLLD $sh, Y1, Y1; \
+	VPSUBD Y1, Y0, Y0
+
+#define OFFSET1(sh) \
+	MOVWLSX (R8), AX; \
+	SHLL $sh, AX; \
+	VMOVD AX, X1; \
+	VPSUBD X1, X0, X0
+
+// The float parts, as the Go kernels form them per block (eight lanes, or
+// one). DXDY: float(sumi)·(dx·dy) (Q8_0, Q5_0, IQ4_NL; products commute).
+#define DXDY8(bb) \
+	F16X8(bb, 0); \
+	VCVTPH2PS X9, Y9; \
+	VMULPS (DX), Y9, Y9; \
+	VMULPS Y9, Y0, Y0
+
+#define DXDY1 \
+	F16X1(0, X9); \
+	VMULSS (DX), X9, X9; \
+	VMULSS X9, X0, X0
+
+// Q4_0: (float(sumi)·dx)·dy.
+#define Q40F8 \
+	F16X8(18, 0); \
+	VCVTPH2PS X9, Y9; \
+	VMULPS Y9, Y0, Y0; \
+	VMULPS (DX), Y0, Y0
+
+#define Q40F1 \
+	F16X1(0, X9); \
+	VMULSS X9, X0, X0; \
+	VMULSS (DX), X0, X0
+
+// With a min (Q4_1, Q5_1): (dx·dy)·float(sumi) + m·s.
+#define MIN8(bb) \
+	DXDY8(bb); \
+	F16X8(bb, 2); \
+	VCVTPH2PS X9, Y9; \
+	VMULPS (R8), Y9, Y9; \
+	VADDPS Y9, Y0, Y0
+
+#define MIN1 \
+	DXDY1; \
+	F16X1(2, X9); \
+	VMULSS (R8), X9, X9; \
+	VADDSS X9, X0, X0
+
+// MXFP4: (dy·e8m0Half(e))·float(sumi); R9 = e8m0Table.
+#define E8M0(k, X) \
+	MOVBLZX 17*k(SI), AX; \
+	VPINSRD $(k&3), (R9)(AX*4), X, X
+
+#define MXF8 \
+	E8M0(0, X9); \
+	E8M0(1, X9); \
+	E8M0(2, X9); \
+	E8M0(3, X9); \
+	E8M0(4, X10); \
+	E8M0(5, X10); \
+	E8M0(6, X10); \
+	E8M0(7, X10); \
+	VINSERTI128 $1, X10, Y9, Y9; \
+	VMULPS (DX), Y9, Y9; \
+	VMULPS Y9, Y0, Y0
+
+#define MXF1 \
+	MOVBLZX (SI), AX; \
+	VMOVSS (R9)(AX*4), X9; \
+	VMULSS (DX), X9, X9; \
+	VMULSS X9, X0, X0
+
+// NIB16(off, Y, X): Y = the 32 nibbles of the 16 bytes at off(SI), low
+// nibbles (elements 0-15) then high (16-31). Clobbers X4.
+#define NIB16(off, Y, X) \
+	VMOVDQU off(SI), X; \
+	VPSRLW $4, X, X4; \
+	VINSERTI128 $1, X4, Y, Y; \
+	VPAND Y13, Y, Y
+
+// The integer parts: INT(k, V) leaves block k's partial sums in V's lanes.
+
+// Q8_0: w·q, the sign of w moved onto q.
 #define Q80INT(k, V) \
 	VMOVDQU 34*k+2(SI), Y8; \
 	VMOVDQU 32*k(DI), V; \
@@ -187,117 +321,114 @@ GLOBL iq4xsShiftH<>(SB), RODATA|NOPTR, $32
 	VPMADDUBSW V, Y8, V; \
 	VPMADDWD Y14, V, V
 
-// func dotQ8_0AVX2(w *byte, v *view, nb int) float32
-// Per block: sumf += float(sumi) * (dx*dy).
-TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
-	LOAD_ARGS
-	ONES16(Y14)
-
-q80loop:
-	CMPQ CX, $8
-	JLT  q80tail
-	GROUP8(Q80INT)
-	VCVTDQ2PS Y0, Y0
-	F16X8(34, 0)
-	VCVTPH2PS X9, Y9
-	VMULPS (DX), Y9, Y9
-	VMULPS Y9, Y0, Y0
-	ADD8(Y0, X0)
-	ADDQ $8*34, SI
-	ADDQ $8*32, DI
-	ADDQ $8*4, DX
-	SUBQ $8, CX
-	JMP  q80loop
-
-q80tail:
-	TESTQ CX, CX
-	JZ    q80done
-	Q80INT(0, Y0)
-	HSUM1
-	VCVTDQ2PS X0, X0
-	F16X1(0, X9)
-	VMULSS (DX), X9, X9
-	VMULSS X9, X0, X0
-	VADDSS X0, X15, X15
-	ADDQ $34, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	DECQ CX
-	JMP  q80tail
-
-q80done:
-	VMOVSS X15, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// ------------------------------------------------------------ Q4_0
-
-// NIB16(off, Y, X): Y = the 32 nibbles of the 16 bytes at off(SI), low
-// nibbles (elements 0-15) then high (16-31); Y13 = 0x0F bytes (clobbers X4).
-#define NIB16(off, Y, X) \
-	VMOVDQU off(SI), X; \
-	VPSRLW $4, X, X4; \
-	VINSERTI128 $1, X4, Y, Y; \
-	VPAND Y13, Y, Y
-
-// Q40INT(k, V): block k's Σ nibble·q (the -8 is taken off afterwards).
+// Q4_0, Q4_1: nibble·q (Q4_0's -8 is OFFSET's).
 #define Q40INT(k, V) \
 	NIB16(18*k+2, Y8, X8); \
 	VPMADDUBSW 32*k(DI), Y8, V; \
 	VPMADDWD Y14, V, V
 
-// func dotQ4_0AVX2(w *byte, v *view, nb int) float32
-// Per block: sumi = Σ nibble·q - 8·Σq; sumf += (float(sumi)*dx) * dy.
-TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-28
-	LOAD_ARGS
-	ONES16(Y14)
+#define Q41INT(k, V) \
+	NIB16(20*k+4, Y8, X8); \
+	VPMADDUBSW 32*k(DI), Y8, V; \
+	VPMADDWD Y14, V, V
+
+// Q5HIGH(off): Y9 byte i = 16 if bit i of the dword at off(SI) is set.
+// Y12 = spreadQH, Y11 = 1,2,4,…,128 repeated, Y7 = 0x10 bytes.
+#define Q5HIGH(off) \
+	VPBROADCASTD off(SI), Y9; \
+	VPSHUFB Y12, Y9, Y9; \
+	VPAND Y11, Y9, Y9; \
+	VPCMPEQB Y11, Y9, Y9; \
+	VPAND Y7, Y9, Y9
+
+#define Q5CONSTS \
+	VMOVDQU spreadQH<>(SB), Y12; \
+	MOVQ $0x8040201008040201, AX; \
+	MOVQ AX, X11; \
+	VPBROADCASTQ X11, Y11; \
+	BCAST32(0x10101010, Y7, X7)
+
+// Q5_0, Q5_1: q5·q (Q5_0's -16 is OFFSET's).
+#define Q50INT(k, V) \
+	Q5HIGH(22*k+2); \
+	NIB16(22*k+6, Y8, X8); \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW 32*k(DI), Y8, V; \
+	VPMADDWD Y14, V, V
+
+#define Q51INT(k, V) \
+	Q5HIGH(24*k+4); \
+	NIB16(24*k+8, Y8, X8); \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW 32*k(DI), Y8, V; \
+	VPMADDWD Y14, V, V
+
+// IQ4_NL, MXFP4: table[nibble]·q, the table in Y12 (signed values: the
+// sign moves onto q).
+#define LUTINT(stride, off, k, V) \
+	NIB16(stride*k+off, Y8, X8); \
+	VPSHUFB Y8, Y12, Y8; \
+	VMOVDQU 32*k(DI), V; \
+	VPSIGNB Y8, V, V; \
+	VPABSB Y8, Y8; \
+	VPMADDUBSW V, Y8, V; \
+	VPMADDWD Y14, V, V
+
+#define IQ4NLINT(k, V) LUTINT(18, 2, k, V)
+#define MXFP4INT(k, V) LUTINT(17, 1, k, V)
+
+#define CONSTS32 \
+	ONES16(Y14); \
 	BCAST32(0x0f0f0f0f, Y13, X13)
 
-q40loop:
-	CMPQ CX, $8
-	JLT  q40tail
-	GROUP8(Q40INT)
-	VPMOVSXWD (R8), Y1
-	VPSLLD $3, Y1, Y1
-	VPSUBD Y1, Y0, Y0
-	VCVTDQ2PS Y0, Y0
-	F16X8(18, 0)
-	VCVTPH2PS X9, Y9
-	VMULPS Y9, Y0, Y0
-	VMULPS (DX), Y0, Y0
-	ADD8(Y0, X0)
-	ADDQ $8*18, SI
-	ADDQ $8*32, DI
-	ADDQ $8*4, DX
-	ADDQ $8*2, R8
-	SUBQ $8, CX
-	JMP  q40loop
+// func dotQ8_0AVX2(w *byte, v *view, nb int) float32
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	CONSTS32
+	BLOCKS32(Q80INT, 34, 0, NONE, DXDY8(34), NONE, DXDY1)
 
-q40tail:
-	TESTQ CX, CX
-	JZ    q40done
-	Q40INT(0, Y0)
-	HSUM1
-	MOVWLSX (R8), AX
-	SHLL $3, AX
-	VMOVD AX, X1
-	VPSUBD X1, X0, X0
-	VCVTDQ2PS X0, X0
-	F16X1(0, X9)
-	VMULSS X9, X0, X0
-	VMULSS (DX), X0, X0
-	VADDSS X0, X15, X15
-	ADDQ $18, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	ADDQ $2, R8
-	DECQ CX
-	JMP  q40tail
+// func dotQ4_0AVX2(w *byte, v *view, nb int) float32
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	CONSTS32
+	BLOCKS32(Q40INT, 18, 2, OFFSET8(3), Q40F8, OFFSET1(3), Q40F1)
 
-q40done:
-	VMOVSS X15, ret+24(FP)
-	VZEROUPPER
-	RET
+// func dotQ4_1AVX2(w *byte, v *view, nb int) float32
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	MOVQ 16(BX), R8
+	CONSTS32
+	BLOCKS32(Q41INT, 20, 4, NONE, MIN8(20), NONE, MIN1)
+
+// func dotQ5_0AVX2(w *byte, v *view, nb int) float32
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	CONSTS32
+	Q5CONSTS
+	BLOCKS32(Q50INT, 22, 2, OFFSET8(4), DXDY8(22), OFFSET1(4), DXDY1)
+
+// func dotQ5_1AVX2(w *byte, v *view, nb int) float32
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	MOVQ 16(BX), R8
+	CONSTS32
+	Q5CONSTS
+	BLOCKS32(Q51INT, 24, 4, NONE, MIN8(24), NONE, MIN1)
+
+// func dotIQ4_NLAVX2(w *byte, v *view, nb int) float32
+TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	CONSTS32
+	VMOVDQU iq4nlTable<>(SB), Y12
+	BLOCKS32(IQ4NLINT, 18, 0, NONE, DXDY8(18), NONE, DXDY1)
+
+// func dotMXFP4AVX2(w *byte, v *view, nb int) float32
+TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
+	LOAD_ARGS
+	LEAQ ·e8m0Table(SB), R9
+	CONSTS32
+	VMOVDQU mxfp4Table<>(SB), Y12
+	BLOCKS32(MXFP4INT, 17, 0, NONE, MXF8, NONE, MXF1)
 
 // ------------------------------------------------- the eight-lane K-quants
 //
@@ -410,34 +541,60 @@ q40done:
 	VZEROUPPER; \
 	RET
 
+// SUPER(bb, BODY, doff): the loop of an eight-lane kernel over CX
+// super-blocks of bb bytes: BODY gathers a super-block's integer lanes in
+// Y10/Y11, LANESDONE scales them by the F16 d at doff; R8 (bsums) and R9
+// (pair sums) advance with the quants. Then FOLD8.
+#define SUPER(bb, BODY, doff) \
+	VXORPS Y14, Y14, Y14; \
+	VMOVDQU permK<>(SB), Y12; \
+loop: \
+	TESTQ CX, CX; \
+	JZ    done; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	BODY; \
+	LANESDONE(doff); \
+	ADDQ $bb, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, R8; \
+	ADDQ $256, R9; \
+	DECQ CX; \
+	JMP  loop; \
+done: \
+	FOLD8
+
+// SCALES16(X): sixteen int8 scales in X (one per 16 elements) to int16 in
+// Y9, in q6kOrder's order.
+#define SCALES16(X) \
+	VPSHUFB q6kOrder<>(SB), X, X; \
+	VPMOVSXBW X, Y9
+
+// PAIRLANES(h, S, U0, U1, U2, U3): the products U0-U3 of elements
+// 128h..128h+127 (sub-blocks 8h..8h+7, two per register) into the lanes
+// with their scales from Y9 (S is scratch).
+#define PAIRLANES(h, S, U0, U1, U2, U3) \
+	VMOVDQU q6kIdx<>+64*h(SB), S; \
+	VPERMD Y9, S, S; \
+	LANES(U0, U1, S); \
+	VMOVDQU q6kIdx<>+64*h+32(SB), S; \
+	VPERMD Y9, S, S; \
+	LANES(U2, U3, S)
+
+#define Q4KBODY \
+	K4SCALES; \
+	K4MINS; \
+	Q4KGROUP(0); \
+	Q4KGROUP(1); \
+	Q4KGROUP(2); \
+	Q4KGROUP(3)
+
 // func dotQ4_KAVX2(w *byte, v *view, nb int) float32
 TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $0-28
 	LOAD_ARGS
-	VXORPS Y14, Y14, Y14
 	BCAST32(0x0f0f0f0f, Y13, X13)
-	VMOVDQU permK<>(SB), Y12
-
-q4kloop:
-	TESTQ CX, CX
-	JZ    q4kdone
-	VPXOR Y10, Y10, Y10
-	VPXOR Y11, Y11, Y11
-	K4SCALES
-	K4MINS
-	Q4KGROUP(0)
-	Q4KGROUP(1)
-	Q4KGROUP(2)
-	Q4KGROUP(3)
-	LANESDONE(0)
-	ADDQ $144, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $32, R8
-	DECQ CX
-	JMP  q4kloop
-
-q4kdone:
-	FOLD8
+	SUPER(144, Q4KBODY, 0)
 
 // Q5KGROUP(g, HLO, HHI): as Q4KGROUP, with the fifth bits from qh (Y8):
 // HLO and HHI move bits 2g and 2g+1 of each byte to bit 4 of Y2; Y7 =
@@ -461,36 +618,21 @@ q4kdone:
 #define Q5HL3 VPSRLW $2, Y8, Y2
 #define Q5HH3 VPSRLW $3, Y8, Y2
 
+#define Q5KBODY \
+	K4SCALES; \
+	K4MINS; \
+	VMOVDQU 16(SI), Y8; \
+	Q5KGROUP(0, Q5HL0, Q5HH0); \
+	Q5KGROUP(1, Q5HL1, Q5HH1); \
+	Q5KGROUP(2, Q5HL2, Q5HH2); \
+	Q5KGROUP(3, Q5HL3, Q5HH3)
+
 // func dotQ5_KAVX2(w *byte, v *view, nb int) float32
 TEXT ·dotQ5_KAVX2(SB), NOSPLIT, $0-28
 	LOAD_ARGS
-	VXORPS Y14, Y14, Y14
 	BCAST32(0x0f0f0f0f, Y13, X13)
 	BCAST32(0x10101010, Y7, X7)
-	VMOVDQU permK<>(SB), Y12
-
-q5kloop:
-	TESTQ CX, CX
-	JZ    q5kdone
-	VPXOR Y10, Y10, Y10
-	VPXOR Y11, Y11, Y11
-	K4SCALES
-	K4MINS
-	VMOVDQU 16(SI), Y8
-	Q5KGROUP(0, Q5HL0, Q5HH0)
-	Q5KGROUP(1, Q5HL1, Q5HH1)
-	Q5KGROUP(2, Q5HL2, Q5HH2)
-	Q5KGROUP(3, Q5HL3, Q5HH3)
-	LANESDONE(0)
-	ADDQ $176, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $32, R8
-	DECQ CX
-	JMP  q5kloop
-
-q5kdone:
-	FOLD8
+	SUPER(176, Q5KBODY, 0)
 
 // Q6KPROD(U, off): U = reordered unsigned 6-bit quants · q - 32·pair sums:
 // the products of (u-32) with the quants, pairwise.
@@ -527,365 +669,21 @@ q5kdone:
 	Q6KPROD(Y4, 128*h+32); \
 	Q6KPROD(Y0, 128*h+64); \
 	Q6KPROD(Y1, 128*h+96); \
-	VMOVDQU q6kIdx<>+64*h(SB), Y2; \
-	VPERMD Y9, Y2, Y2; \
-	LANES(Y3, Y4, Y2); \
-	VMOVDQU q6kIdx<>+64*h+32(SB), Y2; \
-	VPERMD Y9, Y2, Y2; \
-	LANES(Y0, Y1, Y2)
+	PAIRLANES(h, Y2, Y3, Y4, Y0, Y1)
+
+#define Q6KBODY \
+	VMOVDQU 192(SI), X9; \
+	SCALES16(X9); \
+	Q6KHALF(0); \
+	Q6KHALF(1)
 
 // func dotQ6_KAVX2(w *byte, v *view, nb int) float32
 TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $0-28
 	LOAD_ARGS
 	MOVQ 32(BX), R9
-	VXORPS Y14, Y14, Y14
 	BCAST32(0x0f0f0f0f, Y13, X13)
 	BCAST32(0x30303030, Y7, X7)
-	VMOVDQU permK<>(SB), Y12
-
-q6kloop:
-	TESTQ CX, CX
-	JZ    q6kdone
-	VPXOR Y10, Y10, Y10
-	VPXOR Y11, Y11, Y11
-	VMOVDQU 192(SI), X9
-	VPSHUFB q6kOrder<>(SB), X9, X9
-	VPMOVSXBW X9, Y9
-	Q6KHALF(0)
-	Q6KHALF(1)
-	LANESDONE(208)
-	ADDQ $210, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $256, R9
-	DECQ CX
-	JMP  q6kloop
-
-q6kdone:
-	FOLD8
-
-// ------------------------------------------------------------ Q4_1
-
-// Q41INT(k, V): block k's Σ nibble·q.
-#define Q41INT(k, V) \
-	NIB16(20*k+4, Y8, X8); \
-	VPMADDUBSW 32*k(DI), Y8, V; \
-	VPMADDWD Y14, V, V
-
-// func dotQ4_1AVX2(w *byte, v *view, nb int) float32
-// Per block: sumf += ((dx*dy)*float(sumi) + m*s).
-TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
-	LOAD_ARGS
-	MOVQ 16(BX), R8
-	ONES16(Y14)
-	BCAST32(0x0f0f0f0f, Y13, X13)
-
-q41loop:
-	CMPQ CX, $8
-	JLT  q41tail
-	GROUP8(Q41INT)
-	VCVTDQ2PS Y0, Y0
-	F16X8(20, 0)
-	VCVTPH2PS X9, Y9
-	VMULPS (DX), Y9, Y9
-	VMULPS Y9, Y0, Y0
-	F16X8(20, 2)
-	VCVTPH2PS X9, Y9
-	VMULPS (R8), Y9, Y9
-	VADDPS Y9, Y0, Y0
-	ADD8(Y0, X0)
-	ADDQ $8*20, SI
-	ADDQ $8*32, DI
-	ADDQ $8*4, DX
-	ADDQ $8*4, R8
-	SUBQ $8, CX
-	JMP  q41loop
-
-q41tail:
-	TESTQ CX, CX
-	JZ    q41done
-	Q41INT(0, Y0)
-	HSUM1
-	VCVTDQ2PS X0, X0
-	F16X1(0, X9)
-	VMULSS (DX), X9, X9
-	VMULSS X9, X0, X0
-	F16X1(2, X9)
-	VMULSS (R8), X9, X9
-	VADDSS X9, X0, X0
-	VADDSS X0, X15, X15
-	ADDQ $20, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	ADDQ $4, R8
-	DECQ CX
-	JMP  q41tail
-
-q41done:
-	VMOVSS X15, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// ------------------------------------------------------- Q5_0, Q5_1
-
-// Q5HIGH(off): Y9 byte i = 16 if bit i of the dword at off(SI) is set.
-// Y12 = spreadQH, Y11 = 1,2,4,…,128 repeated, Y7 = 0x10 bytes.
-#define Q5HIGH(off) \
-	VPBROADCASTD off(SI), Y9; \
-	VPSHUFB Y12, Y9, Y9; \
-	VPAND Y11, Y9, Y9; \
-	VPCMPEQB Y11, Y9, Y9; \
-	VPAND Y7, Y9, Y9
-
-#define Q5CONSTS \
-	ONES16(Y14); \
-	BCAST32(0x0f0f0f0f, Y13, X13); \
-	VMOVDQU spreadQH<>(SB), Y12; \
-	MOVQ $0x8040201008040201, AX; \
-	MOVQ AX, X11; \
-	VPBROADCASTQ X11, Y11; \
-	BCAST32(0x10101010, Y7, X7)
-
-// Q50INT(k, V): block k's Σ q5·q (the -16 is taken off afterwards).
-#define Q50INT(k, V) \
-	Q5HIGH(22*k+2); \
-	NIB16(22*k+6, Y8, X8); \
-	VPOR Y9, Y8, Y8; \
-	VPMADDUBSW 32*k(DI), Y8, V; \
-	VPMADDWD Y14, V, V
-
-// func dotQ5_0AVX2(w *byte, v *view, nb int) float32
-// Per block: sumi = Σ q5·q - 16·Σq; sumf += (dx*dy) * float(sumi).
-TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
-	LOAD_ARGS
-	Q5CONSTS
-
-q50loop:
-	CMPQ CX, $8
-	JLT  q50tail
-	GROUP8(Q50INT)
-	VPMOVSXWD (R8), Y1
-	VPSLLD $4, Y1, Y1
-	VPSUBD Y1, Y0, Y0
-	VCVTDQ2PS Y0, Y0
-	F16X8(22, 0)
-	VCVTPH2PS X9, Y9
-	VMULPS (DX), Y9, Y9
-	VMULPS Y9, Y0, Y0
-	ADD8(Y0, X0)
-	ADDQ $8*22, SI
-	ADDQ $8*32, DI
-	ADDQ $8*4, DX
-	ADDQ $8*2, R8
-	SUBQ $8, CX
-	JMP  q50loop
-
-q50tail:
-	TESTQ CX, CX
-	JZ    q50done
-	Q50INT(0, Y0)
-	HSUM1
-	MOVWLSX (R8), AX
-	SHLL $4, AX
-	VMOVD AX, X1
-	VPSUBD X1, X0, X0
-	VCVTDQ2PS X0, X0
-	F16X1(0, X9)
-	VMULSS (DX), X9, X9
-	VMULSS X9, X0, X0
-	VADDSS X0, X15, X15
-	ADDQ $22, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	ADDQ $2, R8
-	DECQ CX
-	JMP  q50tail
-
-q50done:
-	VMOVSS X15, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// Q51INT(k, V): block k's Σ q5·q.
-#define Q51INT(k, V) \
-	Q5HIGH(24*k+4); \
-	NIB16(24*k+8, Y8, X8); \
-	VPOR Y9, Y8, Y8; \
-	VPMADDUBSW 32*k(DI), Y8, V; \
-	VPMADDWD Y14, V, V
-
-// func dotQ5_1AVX2(w *byte, v *view, nb int) float32
-// Per block: sumf += ((dx*dy)*float(sumi) + m*s).
-TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
-	LOAD_ARGS
-	MOVQ 16(BX), R8
-	Q5CONSTS
-
-q51loop:
-	CMPQ CX, $8
-	JLT  q51tail
-	GROUP8(Q51INT)
-	VCVTDQ2PS Y0, Y0
-	F16X8(24, 0)
-	VCVTPH2PS X9, Y9
-	VMULPS (DX), Y9, Y9
-	VMULPS Y9, Y0, Y0
-	F16X8(24, 2)
-	VCVTPH2PS X9, Y9
-	VMULPS (R8), Y9, Y9
-	VADDPS Y9, Y0, Y0
-	ADD8(Y0, X0)
-	ADDQ $8*24, SI
-	ADDQ $8*32, DI
-	ADDQ $8*4, DX
-	ADDQ $8*4, R8
-	SUBQ $8, CX
-	JMP  q51loop
-
-q51tail:
-	TESTQ CX, CX
-	JZ    q51done
-	Q51INT(0, Y0)
-	HSUM1
-	VCVTDQ2PS X0, X0
-	F16X1(0, X9)
-	VMULSS (DX), X9, X9
-	VMULSS X9, X0, X0
-	F16X1(2, X9)
-	VMULSS (R8), X9, X9
-	VADDSS X9, X0, X0
-	VADDSS X0, X15, X15
-	ADDQ $24, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	ADDQ $4, R8
-	DECQ CX
-	JMP  q51tail
-
-q51done:
-	VMOVSS X15, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// ---------------------------------------------------- IQ4_NL, MXFP4
-
-// LUTINT(stride, off, k, V): block k's Σ table[nibble]·q, the nibbles at
-// stride·k+off, the table in Y12 (signed values: the sign moves onto q).
-#define LUTINT(stride, off, k, V) \
-	NIB16(stride*k+off, Y8, X8); \
-	VPSHUFB Y8, Y12, Y8; \
-	VMOVDQU 32*k(DI), V; \
-	VPSIGNB Y8, V, V; \
-	VPABSB Y8, Y8; \
-	VPMADDUBSW V, Y8, V; \
-	VPMADDWD Y14, V, V
-
-#define IQ4NLINT(k, V) LUTINT(18, 2, k, V)
-#define MXFP4INT(k, V) LUTINT(17, 1, k, V)
-
-// func dotIQ4_NLAVX2(w *byte, v *view, nb int) float32
-// Per block: sumf += (dy*dx) * float(sumi).
-TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-28
-	LOAD_ARGS
-	ONES16(Y14)
-	BCAST32(0x0f0f0f0f, Y13, X13)
-	VMOVDQU iq4nlTable<>(SB), Y12
-
-iq4nlloop:
-	CMPQ CX, $8
-	JLT  iq4nltail
-	GROUP8(IQ4NLINT)
-	VCVTDQ2PS Y0, Y0
-	F16X8(18, 0)
-	VCVTPH2PS X9, Y9
-	VMULPS (DX), Y9, Y9
-	VMULPS Y9, Y0, Y0
-	ADD8(Y0, X0)
-	ADDQ $8*18, SI
-	ADDQ $8*32, DI
-	ADDQ $8*4, DX
-	SUBQ $8, CX
-	JMP  iq4nlloop
-
-iq4nltail:
-	TESTQ CX, CX
-	JZ    iq4nldone
-	IQ4NLINT(0, Y0)
-	HSUM1
-	VCVTDQ2PS X0, X0
-	F16X1(0, X9)
-	VMULSS (DX), X9, X9
-	VMULSS X9, X0, X0
-	VADDSS X0, X15, X15
-	ADDQ $18, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	DECQ CX
-	JMP  iq4nltail
-
-iq4nldone:
-	VMOVSS X15, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// E8M0(k, X): insert e8m0Table[e of block k] as dword k%4 of X.
-#define E8M0(k, X) \
-	MOVBLZX 17*k(SI), AX; \
-	VPINSRD $(k&3), (R9)(AX*4), X, X
-
-// func dotMXFP4AVX2(w *byte, v *view, nb int) float32
-// Per block: sumf += (dy*e8m0Half(e)) * float(sumi).
-TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
-	LOAD_ARGS
-	LEAQ ·e8m0Table(SB), R9
-	ONES16(Y14)
-	BCAST32(0x0f0f0f0f, Y13, X13)
-	VMOVDQU mxfp4Table<>(SB), Y12
-
-mxfp4loop:
-	CMPQ CX, $8
-	JLT  mxfp4tail
-	GROUP8(MXFP4INT)
-	VCVTDQ2PS Y0, Y0
-	E8M0(0, X9)
-	E8M0(1, X9)
-	E8M0(2, X9)
-	E8M0(3, X9)
-	E8M0(4, X10)
-	E8M0(5, X10)
-	E8M0(6, X10)
-	E8M0(7, X10)
-	VINSERTI128 $1, X10, Y9, Y9
-	VMULPS (DX), Y9, Y9
-	VMULPS Y9, Y0, Y0
-	ADD8(Y0, X0)
-	ADDQ $8*17, SI
-	ADDQ $8*32, DI
-	ADDQ $8*4, DX
-	SUBQ $8, CX
-	JMP  mxfp4loop
-
-mxfp4tail:
-	TESTQ CX, CX
-	JZ    mxfp4done
-	MXFP4INT(0, Y0)
-	HSUM1
-	VCVTDQ2PS X0, X0
-	MOVBLZX (SI), AX
-	VMOVSS (R9)(AX*4), X9
-	VMULSS (DX), X9, X9
-	VMULSS X9, X0, X0
-	VADDSS X0, X15, X15
-	ADDQ $17, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	DECQ CX
-	JMP  mxfp4tail
-
-mxfp4done:
-	VMOVSS X15, ret+24(FP)
-	VZEROUPPER
-	RET
+	SUPER(210, Q6KBODY, 208)
 
 // ------------------------------------------------------------ Q2_K
 
@@ -1004,8 +802,7 @@ q2kdone:
 	VPINSRQ $1, AX, X9, X9; \
 	BCAST32(0x20202020, Y5, X5); \
 	VPSUBB X5, X9, X9; \
-	VPSHUFB q6kOrder<>(SB), X9, X9; \
-	VPMOVSXBW X9, Y9
+	SCALES16(X9)
 
 // Q3KU(h, j, U, HB): U = the products, pairwise, of elements
 // 128h+32j..+31 (two bits at shift 2j of Y0, the third from hmask's bit
@@ -1029,12 +826,7 @@ q2kdone:
 	Q3KU(h, 1, Y2, HB1); \
 	Q3KU(h, 2, Y3, HB2); \
 	Q3KU(h, 3, Y4, HB3); \
-	VMOVDQU q6kIdx<>+64*h(SB), Y0; \
-	VPERMD Y9, Y0, Y0; \
-	LANES(Y1, Y2, Y0); \
-	VMOVDQU q6kIdx<>+64*h+32(SB), Y0; \
-	VPERMD Y9, Y0, Y0; \
-	LANES(Y3, Y4, Y0)
+	PAIRLANES(h, Y0, Y1, Y2, Y3, Y4)
 
 #define Q3HB0 VPSLLW $2, Y8, Y5
 #define Q3HB1 VPSLLW $1, Y8, Y5
@@ -1045,34 +837,19 @@ q2kdone:
 #define Q3HB6 VPSRLW $4, Y8, Y5
 #define Q3HB7 VPSRLW $5, Y8, Y5
 
+#define Q3KBODY \
+	Q3KSCALES; \
+	VMOVDQU (SI), Y8; \
+	Q3KHALF(0, Q3HB0, Q3HB1, Q3HB2, Q3HB3); \
+	Q3KHALF(1, Q3HB4, Q3HB5, Q3HB6, Q3HB7)
+
 // func dotQ3_KAVX2(w *byte, v *view, nb int) float32
 TEXT ·dotQ3_KAVX2(SB), NOSPLIT, $0-28
 	LOAD_ARGS
 	MOVQ 32(BX), R9
-	VXORPS Y14, Y14, Y14
 	BCAST32(0x03030303, Y13, X13)
 	BCAST32(0x04040404, Y7, X7)
-	VMOVDQU permK<>(SB), Y12
-
-q3kloop:
-	TESTQ CX, CX
-	JZ    q3kdone
-	VPXOR Y10, Y10, Y10
-	VPXOR Y11, Y11, Y11
-	Q3KSCALES
-	VMOVDQU (SI), Y8
-	Q3KHALF(0, Q3HB0, Q3HB1, Q3HB2, Q3HB3)
-	Q3KHALF(1, Q3HB4, Q3HB5, Q3HB6, Q3HB7)
-	LANESDONE(108)
-	ADDQ $110, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $256, R9
-	DECQ CX
-	JMP  q3kloop
-
-q3kdone:
-	FOLD8
+	SUPER(110, Q3KBODY, 108)
 
 // ---------------------------------------------------------- IQ4_XS
 

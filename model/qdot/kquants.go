@@ -29,17 +29,43 @@ func lanes8(a *[256]int8, q []int8, sc *[16]int32) (lanes [8]int32) {
 	return lanes
 }
 
-// addLanes adds d·lanes[l] to sums[l].
-func addLanes(sums *[8]float32, d float32, lanes *[8]int32) {
-	for l := range 8 {
-		sums[l] += float32(d * float32(lanes[l]))
-	}
+// superBlock is one super-block decoded for lanes8: its quants (offsets
+// applied), the scale of each 16 elements, and its F16 d; for the types
+// with mins (Q4_K, Q5_K) also the F16 dmin and the min of each 32.
+type superBlock struct {
+	aux     [256]int8
+	sc      [16]int32
+	d, dmin float32
+	mins    [8]int32
+	hasMins bool
 }
 
-// foldLanes adds the eight lanes to sumf in order.
-func foldLanes(sumf float32, sums *[8]float32) float32 {
-	for _, s := range sums {
-		sumf += s
+// dotLanes is the eight-lane kernel over super-blocks of bb bytes that
+// decode reads: per super-block, sums[l] += (d·dy)·float(lane l) and, with
+// mins, sumf -= (dmin·dy)·float(Σ bsums[j]·min[j/2]); then the lanes are
+// added to sumf in order.
+func dotLanes(w []byte, a *Acts, bb int, decode func(blk []byte, sb *superBlock)) float32 {
+	var sumf float32
+	var sums [8]float32
+	var sb superBlock
+	for i := range a.n / 256 {
+		decode(w[bb*i:bb*i+bb], &sb)
+		lanes := lanes8(&sb.aux, a.q[256*i:], &sb.sc)
+		d := float32(sb.d * a.d[i])
+		for l := range 8 {
+			sums[l] += float32(d * float32(lanes[l]))
+		}
+		if sb.hasMins {
+			bs := a.sums[16*i : 16*i+16]
+			var summ int32
+			for j := range 16 {
+				summ += int32(bs[j]) * sb.mins[j/2]
+			}
+			sumf -= float32(float32(sb.dmin*a.d[i]) * float32(summ))
+		}
+	}
+	for _, v := range sums {
+		sumf += v
 	}
 	return sumf
 }
@@ -49,15 +75,16 @@ func foldLanes(sumf float32, sums *[8]float32) float32 {
 // 8-11 hold the low four bits of scales 4-7 (low nibble) and mins 4-7
 // (high nibble), whose top two bits are the top bits of bytes 0-3 (scales)
 // and 4-7 (mins).
-func scaleMinK4(b []byte) (scales, mins [8]int32) {
+func scaleMinK4(b []byte, sb *superBlock) {
 	b = b[:12]
 	for j := range 4 {
-		scales[j] = int32(b[j] & 63)
-		mins[j] = int32(b[j+4] & 63)
-		scales[j+4] = int32(b[j+8]&0xF) | int32(b[j]>>6)<<4
-		mins[j+4] = int32(b[j+8]>>4) | int32(b[j+4]>>6)<<4
+		s0, s1 := int32(b[j]&63), int32(b[j+8]&0xF)|int32(b[j]>>6)<<4
+		sb.sc[2*j], sb.sc[2*j+1] = s0, s0
+		sb.sc[2*j+8], sb.sc[2*j+9] = s1, s1
+		sb.mins[j] = int32(b[j+4] & 63)
+		sb.mins[j+4] = int32(b[j+8]>>4) | int32(b[j+4]>>6)<<4
 	}
-	return scales, mins
+	sb.hasMins = true
 }
 
 // Q2_K (84 bytes): scales[16] (low nibble the scale, high nibble the min
@@ -96,11 +123,7 @@ func dotQ2_K(w []byte, a *Acts) float32 {
 // in bytes 8-11), d (F16). Element 128c+32j+l has hmask[l]'s bit 4c+j as
 // its third bit; value d·(scale-32)·(q-4 if that bit is clear, else q).
 func dotQ3_K(w []byte, a *Acts) float32 {
-	var sums [8]float32
-	var aux [256]int8
-	var sc [16]int32
-	for i := range a.n / 256 {
-		blk := w[110*i : 110*i+110]
+	return dotLanes(w, a, 110, func(blk []byte, sb *superBlock) {
 		hm, qs, scb := blk[:32], blk[32:96], blk[96:108]
 		for c := range 2 {
 			for j := range 4 {
@@ -110,40 +133,19 @@ func dotQ3_K(w []byte, a *Acts) float32 {
 					if hm[l]&m == 0 {
 						v -= 4
 					}
-					aux[128*c+32*j+l] = v
+					sb.aux[128*c+32*j+l] = v
 				}
 			}
 		}
 		for j := range 4 {
 			hi := scb[8+j]
-			sc[j] = int32(scb[j]&0xF|(hi&3)<<4) - 32
-			sc[j+4] = int32(scb[j+4]&0xF|(hi>>2&3)<<4) - 32
-			sc[j+8] = int32(scb[j]>>4|(hi>>4&3)<<4) - 32
-			sc[j+12] = int32(scb[j+4]>>4|(hi>>6)<<4) - 32
+			sb.sc[j] = int32(scb[j]&0xF|(hi&3)<<4) - 32
+			sb.sc[j+4] = int32(scb[j+4]&0xF|(hi>>2&3)<<4) - 32
+			sb.sc[j+8] = int32(scb[j]>>4|(hi>>4&3)<<4) - 32
+			sb.sc[j+12] = int32(scb[j+4]>>4|(hi>>6)<<4) - 32
 		}
-		lanes := lanes8(&aux, a.q[256*i:], &sc)
-		addLanes(&sums, float32(f16(blk[108:])*a.d[i]), &lanes)
-	}
-	return foldLanes(0, &sums)
-}
-
-// q4K is the shared body of Q4_K and Q5_K: aux holds the super-block's
-// unsigned quants, scb its 12 bytes of scales and mins, dm its d and dmin.
-func q4K(sumf float32, sums *[8]float32, aux *[256]int8, scb, dm []byte, a *Acts, i int) float32 {
-	scales, mins := scaleMinK4(scb)
-	bs := a.sums[16*i : 16*i+16]
-	var summ int32
-	for j := range 16 {
-		summ += int32(bs[j]) * mins[j/2]
-	}
-	var sc [16]int32
-	for j := range 16 {
-		sc[j] = scales[j/2]
-	}
-	lanes := lanes8(aux, a.q[256*i:], &sc)
-	addLanes(sums, float32(f16(dm)*a.d[i]), &lanes)
-	dmin := float32(f16(dm[2:]) * a.d[i])
-	return sumf - float32(dmin*float32(summ))
+		sb.d = f16(blk[108:])
+	})
 }
 
 // Q4_K (144 bytes): d, dmin (F16), scales[12] (scaleMinK4), qs[128].
@@ -151,42 +153,34 @@ func q4K(sumf float32, sums *[8]float32, aux *[256]int8, scb, dm []byte, a *Acts
 // its high nibble; sub-block b (32 elements) has value
 // d·scale[b]·q - dmin·min[b].
 func dotQ4_K(w []byte, a *Acts) float32 {
-	var sumf float32
-	var sums [8]float32
-	var aux [256]int8
-	for i := range a.n / 256 {
-		blk := w[144*i : 144*i+144]
+	return dotLanes(w, a, 144, func(blk []byte, sb *superBlock) {
 		qs := blk[16:144]
 		for j := range 4 {
 			for l := range 32 {
-				aux[64*j+l] = int8(qs[32*j+l] & 0xF)
-				aux[64*j+32+l] = int8(qs[32*j+l] >> 4)
+				sb.aux[64*j+l] = int8(qs[32*j+l] & 0xF)
+				sb.aux[64*j+32+l] = int8(qs[32*j+l] >> 4)
 			}
 		}
-		sumf = q4K(sumf, &sums, &aux, blk[4:16], blk[:4], a, i)
-	}
-	return foldLanes(sumf, &sums)
+		scaleMinK4(blk[4:16], sb)
+		sb.d, sb.dmin = f16(blk), f16(blk[2:])
+	})
 }
 
 // Q5_K (176 bytes): d, dmin, scales[12] as Q4_K, qh[32], qs[128] as Q4_K;
 // element 64j+l takes bit 2j of qh[l] as its fifth bit, element 64j+32+l
 // bit 2j+1.
 func dotQ5_K(w []byte, a *Acts) float32 {
-	var sumf float32
-	var sums [8]float32
-	var aux [256]int8
-	for i := range a.n / 256 {
-		blk := w[176*i : 176*i+176]
+	return dotLanes(w, a, 176, func(blk []byte, sb *superBlock) {
 		qh, qs := blk[16:48], blk[48:176]
 		for j := range 4 {
 			for l := range 32 {
-				aux[64*j+l] = int8(qs[32*j+l]&0xF | (qh[l]>>(2*j)&1)<<4)
-				aux[64*j+32+l] = int8(qs[32*j+l]>>4 | (qh[l]>>(2*j+1)&1)<<4)
+				sb.aux[64*j+l] = int8(qs[32*j+l]&0xF | (qh[l]>>(2*j)&1)<<4)
+				sb.aux[64*j+32+l] = int8(qs[32*j+l]>>4 | (qh[l]>>(2*j+1)&1)<<4)
 			}
 		}
-		sumf = q4K(sumf, &sums, &aux, blk[4:16], blk[:4], a, i)
-	}
-	return foldLanes(sumf, &sums)
+		scaleMinK4(blk[4:16], sb)
+		sb.d, sb.dmin = f16(blk), f16(blk[2:])
+	})
 }
 
 // Q6_K (210 bytes): ql[128] (low four bits), qh[64] (high two bits),
@@ -195,28 +189,22 @@ func dotQ5_K(w []byte, a *Acts) float32 {
 // (k < 2) or high nibble of ql[64c+32(k%2)+l], and as high bits bits
 // 2k..2k+1 of qh[32c+l]; value d·scale·(q-32).
 func dotQ6_K(w []byte, a *Acts) float32 {
-	var sums [8]float32
-	var aux [256]int8
-	var sc [16]int32
-	for i := range a.n / 256 {
-		blk := w[210*i : 210*i+210]
+	return dotLanes(w, a, 210, func(blk []byte, sb *superBlock) {
 		for c := range 2 {
 			ql, qh := blk[64*c:64*c+64], blk[128+32*c:128+32*c+32]
 			for l := range 32 {
 				h := qh[l]
-				aux[128*c+l] = int8(ql[l]&0xF|(h&3)<<4) - 32
-				aux[128*c+32+l] = int8(ql[l+32]&0xF|(h>>2&3)<<4) - 32
-				aux[128*c+64+l] = int8(ql[l]>>4|(h>>4&3)<<4) - 32
-				aux[128*c+96+l] = int8(ql[l+32]>>4|(h>>6)<<4) - 32
+				sb.aux[128*c+l] = int8(ql[l]&0xF|(h&3)<<4) - 32
+				sb.aux[128*c+32+l] = int8(ql[l+32]&0xF|(h>>2&3)<<4) - 32
+				sb.aux[128*c+64+l] = int8(ql[l]>>4|(h>>4&3)<<4) - 32
+				sb.aux[128*c+96+l] = int8(ql[l+32]>>4|(h>>6)<<4) - 32
 			}
 		}
 		for j := range 16 {
-			sc[j] = int32(int8(blk[192+j]))
+			sb.sc[j] = int32(int8(blk[192+j]))
 		}
-		lanes := lanes8(&aux, a.q[256*i:], &sc)
-		addLanes(&sums, float32(f16(blk[208:])*a.d[i]), &lanes)
-	}
-	return foldLanes(0, &sums)
+		sb.d = f16(blk[208:])
+	})
 }
 
 // IQ4_XS (136 bytes): d (F16), scales_h (uint16: two high bits per

@@ -102,19 +102,25 @@ func fifth(qh uint32, qs []byte, j int) (lo, hi int32) {
 	return lo, hi
 }
 
+// sum5 is Σ (q5-offset)·q over a Q5 block's qh (4 bytes) and qs (16).
+func sum5(qhb, qs []byte, q []int8, offset int32) int32 {
+	qh := u32(qhb)
+	q = q[:32]
+	var sumi int32
+	for j := range 16 {
+		lo, hi := fifth(qh, qs, j)
+		sumi += (lo-offset)*int32(q[j]) + (hi-offset)*int32(q[j+16])
+	}
+	return sumi
+}
+
 // Q5_0: d (F16), qh (4 bytes: bit j is element j's fifth bit), nibbles as
 // Q4_0; value d·(q-16).
 func dotQ5_0(w []byte, a *Acts) float32 {
 	var sumf float32
 	for b := range a.n / 32 {
 		blk := w[22*b : 22*b+22]
-		q := a.q[32*b : 32*b+32]
-		qh := u32(blk[2:])
-		var sumi int32
-		for j := range 16 {
-			lo, hi := fifth(qh, blk[6:22], j)
-			sumi += (lo-16)*int32(q[j]) + (hi-16)*int32(q[j+16])
-		}
+		sumi := sum5(blk[2:6], blk[6:22], a.q[32*b:], 16)
 		sumf += float32(float32(f16(blk)*a.d[b]) * float32(sumi))
 	}
 	return sumf
@@ -125,13 +131,7 @@ func dotQ5_1(w []byte, a *Acts) float32 {
 	var sumf float32
 	for b := range a.n / 32 {
 		blk := w[24*b : 24*b+24]
-		q := a.q[32*b : 32*b+32]
-		qh := u32(blk[4:])
-		var sumi int32
-		for j := range 16 {
-			lo, hi := fifth(qh, blk[8:24], j)
-			sumi += lo*int32(q[j]) + hi*int32(q[j+16])
-		}
+		sumi := sum5(blk[4:8], blk[8:24], a.q[32*b:], 0)
 		t := float32(float32(f16(blk)*a.d[b]) * float32(sumi))
 		sumf += float32(t + float32(f16(blk[2:])*a.s[b]))
 	}
@@ -153,25 +153,25 @@ func dotQ8_0(w []byte, a *Acts) float32 {
 	return sumf
 }
 
-// IQ4_NL: d (F16), nibbles as Q4_0 indexing kvaluesIQ4NL; value d·kvalue.
-func dotIQ4_NL(w []byte, a *Acts) float32 {
+// dotScaledLUT is the kernel of IQ4_NL and MXFP4 (bb-byte blocks, the
+// nibbles at off, mapped through lut): sumf += (dy·scale(blk))·float(sumi).
+func dotScaledLUT(w []byte, a *Acts, bb, off int, lut *[16]int32, scale func(blk []byte) float32) float32 {
 	var sumf float32
 	for b := range a.n / 32 {
-		blk := w[18*b : 18*b+18]
-		lo, hi := nibbles4(blk[2:], a.q[32*b:], &lutIQ4NL)
-		sumf += float32(float32(a.d[b]*f16(blk)) * float32(lo+hi))
+		blk := w[bb*b : bb*b+bb]
+		lo, hi := nibbles4(blk[off:], a.q[32*b:], lut)
+		sumf += float32(float32(a.d[b]*scale(blk)) * float32(lo+hi))
 	}
 	return sumf
+}
+
+// IQ4_NL: d (F16), nibbles as Q4_0 indexing kvaluesIQ4NL; value d·kvalue.
+func dotIQ4_NL(w []byte, a *Acts) float32 {
+	return dotScaledLUT(w, a, 18, 2, &lutIQ4NL, f16)
 }
 
 // MXFP4: e (E8M0), nibbles as Q4_0 holding E2M1 codes; value
 // 2^(e-127)·fp4, computed as e8m0Half(e)·kvaluesMXFP4.
 func dotMXFP4(w []byte, a *Acts) float32 {
-	var sumf float32
-	for b := range a.n / 32 {
-		blk := w[17*b : 17*b+17]
-		lo, hi := nibbles4(blk[1:], a.q[32*b:], &lutMXFP4)
-		sumf += float32(float32(a.d[b]*e8m0Half(blk[0])) * float32(lo+hi))
-	}
-	return sumf
+	return dotScaledLUT(w, a, 17, 1, &lutMXFP4, func(blk []byte) float32 { return e8m0Half(blk[0]) })
 }

@@ -29,6 +29,7 @@ package qdot
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"ringlm/gguf"
@@ -62,14 +63,7 @@ func register(weight, act gguf.Type, goDot func([]byte, *Acts) float32) {
 func For(t gguf.Type) *Kernel { return kernels[t] }
 
 // Types lists the weight types with a kernel, in id order.
-func Types() []gguf.Type {
-	out := make([]gguf.Type, 0, len(kernels))
-	for t := range kernels {
-		out = append(out, t)
-	}
-	slices.Sort(out)
-	return out
-}
+func Types() []gguf.Type { return slices.Sorted(maps.Keys(kernels)) }
 
 // Impl names the implementation this process runs for k: "avx2" or "go".
 func (k *Kernel) Impl() string {
