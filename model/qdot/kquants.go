@@ -127,13 +127,10 @@ func dotQ3_K(w []byte, a *Acts) float32 {
 		hm, qs, scb := blk[:32], blk[32:96], blk[96:108]
 		for c := range 2 {
 			for j := range 4 {
-				m := byte(1) << (4*c + j)
 				for l := range 32 {
-					v := int8(qs[32*c+l] >> (2 * j) & 3)
-					if hm[l]&m == 0 {
-						v -= 4
-					}
-					sb.aux[128*c+32*j+l] = v
+					// q - 4 where the high bit is clear, without a branch
+					high := int8(hm[l] >> (4*c + j) & 1)
+					sb.aux[128*c+32*j+l] = int8(qs[32*c+l]>>(2*j)&3) - 4 + 4*high
 				}
 			}
 		}
