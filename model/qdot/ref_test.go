@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"testing"
 
 	"ringlm/gguf"
+	"ringlm/quant"
 )
 
 // The tests' own reading of ggml's block layouts (ggml-common.h and
@@ -230,4 +232,40 @@ func randActs(rng *rand.Rand, n int) []float32 {
 		}
 	}
 	return x
+}
+
+// TestReferenceMatchesQuant holds the tests' reading of the block layouts
+// (refBlock, which TestKernelsMatchReference holds the kernels to) to
+// package quant's Dequantize, for every kernel type quant reads: within
+// the float32 rounding of ggml's dequantization.
+func TestReferenceMatchesQuant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	checked := 0
+	for _, typ := range Types() {
+		if _, ok := quant.Lookup(typ); !ok {
+			t.Logf("%s: quant does not read it", typ)
+			continue
+		}
+		checked++
+		info, _ := typ.Info()
+		bs, bb := int(info.BlockSize), int(info.BlockBytes)
+		const nb = 64
+		w := randBlocks(rng, typ, nb)
+		got := make([]float32, nb*bs)
+		if err := quant.Dequantize(typ, got, w); err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		val, mag := make([]float64, bs), make([]float64, bs)
+		for b := range nb {
+			refBlock(typ, w[b*bb:], val, mag)
+			for j := range bs {
+				if d := math.Abs(float64(got[b*bs+j]) - val[j]); d > 0x1p-21*mag[j] {
+					t.Fatalf("%s block %d element %d: quant %g, reference %g", typ, b, j, got[b*bs+j], val[j])
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Skip("quant reads none of the kernel types yet")
+	}
 }
