@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -124,4 +125,61 @@ func BenchmarkDecodeQwen05BF16(b *testing.B) {
 		b.Skip("1 GB model")
 	}
 	benchDecode(b, benchModel(b, "qwen2.5-0.5b", "", gguf.TypeF16), 1)
+}
+
+// qwen05Bench loads a Qwen2.5-0.5B-shaped model (a 1 GB file written once
+// to the temp dir) whose matrices are of type RINGLM_BENCH_TYPE (default
+// q8_0), and runs fn on the integer path (int8) and on the float path
+// (float). It skips when synth cannot write that type.
+func qwen05Bench(b *testing.B, fn func(b *testing.B, m *Model)) {
+	if testing.Short() {
+		b.Skip("1 GB model")
+	}
+	typ := gguf.TypeQ8_0
+	if s := os.Getenv("RINGLM_BENCH_TYPE"); s != "" {
+		t, ok := gguf.ParseType(s)
+		if !ok {
+			b.Fatalf("RINGLM_BENCH_TYPE=%q: not a ggml type", s)
+		}
+		typ = t
+	}
+	if !slices.Contains(synth.SupportedTypes, typ) {
+		b.Skipf("synth cannot write %s yet (it writes %v)", typ, synth.SupportedTypes)
+	}
+	m := benchModel(b, "qwen2.5-0.5b", "", typ)
+	for _, c := range []struct {
+		name string
+		acts Activations
+	}{{"int8", Int8Activations}, {"float", FloatActivations}} {
+		b.Run(typ.String()+"/"+c.name, func(b *testing.B) {
+			m.SetActivations(c.acts)
+			fn(b, m)
+		})
+	}
+}
+
+// BenchmarkDecodeQwen05: batch-1 decode steps (qwen05Bench).
+func BenchmarkDecodeQwen05(b *testing.B) {
+	qwen05Bench(b, func(b *testing.B, m *Model) { benchDecode(b, m, 1) })
+}
+
+// BenchmarkPrefillQwen05: one 128-token prompt per step (qwen05Bench).
+func BenchmarkPrefillQwen05(b *testing.B) {
+	qwen05Bench(b, func(b *testing.B, m *Model) {
+		kv, err := NewKVPool(&m.Config, gguf.TypeF16, 8, DefaultBlockSize)
+		if err != nil {
+			b.Fatal(err)
+		}
+		toks := make([]int32, 128)
+		for i := range toks {
+			toks[i] = int32(i * 7 % m.Vocab)
+		}
+		logits := make([]float32, m.Vocab)
+		for b.Loop() {
+			if err := m.Forward(kv, []Seq{{Tokens: toks, Blocks: seqBlocks(0, 8), Logits: logits}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(toks)*b.N)/b.Elapsed().Seconds(), "tok/s")
+	})
 }

@@ -79,8 +79,11 @@ func TestLogitsFiniteAndNotFlat(t *testing.T) {
 // one step or in chunks, and whether it runs alone or beside others.
 func TestBatchAndChunkInvariance(t *testing.T) {
 	for _, arch := range synth.Archs {
-		for _, kvType := range []gguf.Type{gguf.TypeF32, gguf.TypeF16} {
+		for i, kvType := range []gguf.Type{gguf.TypeF32, gguf.TypeF16} {
 			m := tinyModel(t, arch, gguf.TypeQ8_0)
+			if i == 1 { // both paths of the quantized matrices
+				m.SetActivations(FloatActivations)
+			}
 			kv, _ := NewKVPool(&m.Config, kvType, 32, DefaultBlockSize)
 			alone := make([]float32, m.Vocab)
 			if err := m.Forward(kv, []Seq{{Tokens: prompt, Blocks: seqBlocks(0, 2), Logits: alone}}); err != nil {

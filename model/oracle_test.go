@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,7 +73,10 @@ func relErr(a, b []float32) float64 {
 
 // The CPU forward matches HF transformers: every logits row within 1e-4
 // (F32 weights) or 2e-3 (F16, BF16, Q8_0; HF ran on the same dequantized
-// weights) and the same 32 greedy tokens, decoding with the paged KV cache.
+// weights, so Q8_0 runs with FloatActivations) and the same 32 greedy
+// tokens, decoding with the paged KV cache. Q8_0 with 8-bit activations
+// (the default) stays within 5e-2 (the activations' rounding; measured
+// up to 2.6e-2 on these random tiny models).
 func TestMatchesHFTransformers(t *testing.T) {
 	for _, g := range loadGoldens(t) {
 		t.Run(g.Arch+"/"+g.typeName, func(t *testing.T) {
@@ -92,14 +96,29 @@ func TestMatchesHFTransformers(t *testing.T) {
 			if len(seq) != g.Rows {
 				t.Fatalf("golden has %d rows for %d positions", g.Rows, len(seq))
 			}
-			kv, _ := NewKVPool(&m.Config, gguf.TypeF32, 8, DefaultBlockSize)
-			all := make([]float32, len(seq)*m.Vocab)
-			if err := m.Forward(kv, []Seq{{Tokens: seq, Blocks: seqBlocks(0, 8), Logits: all, AllLogits: true}}); err != nil {
-				t.Fatal(err)
+			// errs is the relative error of each position's logits.
+			errs := func() []float64 {
+				kv, _ := NewKVPool(&m.Config, gguf.TypeF32, 8, DefaultBlockSize)
+				all := make([]float32, len(seq)*m.Vocab)
+				if err := m.Forward(kv, []Seq{{Tokens: seq, Blocks: seqBlocks(0, 8), Logits: all, AllLogits: true}}); err != nil {
+					t.Fatal(err)
+				}
+				out := make([]float64, g.Rows)
+				for r := range out {
+					out[r] = relErr(all[r*m.Vocab:(r+1)*m.Vocab], g.logits[r*g.Vocab:(r+1)*g.Vocab])
+				}
+				return out
+			}
+			if typ != gguf.TypeF32 && typ != gguf.TypeF16 && typ != gguf.TypeBF16 {
+				worst := slices.Max(errs())
+				t.Logf("8-bit activations: max relative error %.3g", worst)
+				if worst > 5e-2 {
+					t.Fatalf("8-bit activations: relative error %.3g > 5e-2", worst)
+				}
+				m.SetActivations(FloatActivations)
 			}
 			worst := 0.0
-			for r := 0; r < g.Rows; r++ {
-				e := relErr(all[r*m.Vocab:(r+1)*m.Vocab], g.logits[r*g.Vocab:(r+1)*g.Vocab])
+			for r, e := range errs() {
 				worst = math.Max(worst, e)
 				if e > tol {
 					t.Fatalf("position %d: relative error %.3g > %.g", r, e, tol)

@@ -6,13 +6,15 @@ import (
 	"unsafe"
 
 	"ringlm/gguf"
+	"ringlm/internal/cpufeat"
 )
 
 // Dispatch of the CPU forward's inner loops on amd64. One decision per
-// process, taken at init: if the CPU (and OS) support AVX2, FMA and F16C,
-// every dot product and row conversion runs in assembly (simd_amd64.s);
-// otherwise every one runs in Go (simd_generic.go). The two paths never mix
-// within a process, so bitwise batch invariance holds either way.
+// process, taken at init (package cpufeat): if the CPU (and OS) support
+// AVX2, FMA and F16C, every dot product and row conversion runs in assembly
+// (simd_amd64.s); otherwise every one runs in Go (simd_generic.go). The two
+// paths never mix within a process, so bitwise batch invariance holds
+// either way.
 //
 // The assembly dot product's summation order depends only on the length n
 // (never on alignment or on the caller):
@@ -33,39 +35,12 @@ import (
 // simdKernel names the kernels this process uses.
 var simdKernel = "go"
 
-var useAVX2 = detectAVX2()
+var useAVX2 = cpufeat.AVX2
 
 func init() {
 	if useAVX2 {
 		simdKernel = "avx2+fma+f16c"
 	}
-}
-
-func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
-func xgetbv() (eax, edx uint32)
-
-// detectAVX2 reports whether AVX2, FMA and F16C are usable: the CPU has
-// them and the OS saves the YMM state (OSXSAVE, XCR0 bits 1 and 2).
-func detectAVX2() bool {
-	maxID, _, _, _ := cpuid(0, 0)
-	if maxID < 7 {
-		return false
-	}
-	_, _, ecx1, _ := cpuid(1, 0)
-	const (
-		fma     = 1 << 12
-		osxsave = 1 << 27
-		avx     = 1 << 28
-		f16c    = 1 << 29
-	)
-	if ecx1&(fma|osxsave|avx|f16c) != fma|osxsave|avx|f16c {
-		return false
-	}
-	if xcr0, _ := xgetbv(); xcr0&6 != 6 {
-		return false
-	}
-	_, ebx7, _, _ := cpuid(7, 0)
-	return ebx7&(1<<5) != 0 // AVX2
 }
 
 // Assembly kernels. Lengths are the callers' business: the wrappers below

@@ -7,25 +7,6 @@
 // Register use in the dot kernels: SI weights/a, DI x/b, CX count,
 // Y0..Y7 the eight accumulators A0..A7, Y8..Y15 operands.
 
-// func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
-TEXT ·cpuid(SB), NOSPLIT, $0-24
-	MOVL eaxArg+0(FP), AX
-	MOVL ecxArg+4(FP), CX
-	CPUID
-	MOVL AX, eax+8(FP)
-	MOVL BX, ebx+12(FP)
-	MOVL CX, ecx+16(FP)
-	MOVL DX, edx+20(FP)
-	RET
-
-// func xgetbv() (eax, edx uint32)
-TEXT ·xgetbv(SB), NOSPLIT, $0-8
-	MOVL $0, CX
-	XGETBV
-	MOVL AX, eax+0(FP)
-	MOVL DX, edx+4(FP)
-	RET
-
 #define ZERO_ACCS \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y1, Y1, Y1; \

@@ -3,14 +3,19 @@ package model
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"ringlm/gguf"
+	"ringlm/model/qdot"
+	"ringlm/quant"
 )
 
 // Matrix is a weight matrix viewed in place in the mapped GGUF file:
 // Rows rows of Cols elements each (ggml Dims = {Cols, Rows}). Rows are
-// dequantized on the fly; there is no F32 copy of the model.
+// dequantized on the fly, or (quantized types with a qdot kernel, unless
+// the model was switched to FloatActivations) dotted in integers with the
+// quantized input; there is no F32 copy of the model.
 type Matrix struct {
 	Name     string
 	Type     gguf.Type
@@ -18,16 +23,26 @@ type Matrix struct {
 	Cols     int
 	Data     []byte
 	rowBytes int
+	// kern is the integer dot product products with this matrix use; nil
+	// for the float path.
+	kern *qdot.Kernel
 }
 
-// SupportedWeightTypes are the types the CPU forward dequantizes.
-var SupportedWeightTypes = []gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0}
+// floatTypes are read by the float path only, with kernels of their own.
+var floatTypes = []gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16}
+
+// WeightTypes lists the matrix types the CPU forward reads, in id order:
+// F32, F16, BF16 and Q8_0 (converted by this package) and every type
+// package quant decodes.
+func WeightTypes() []gguf.Type {
+	ts := append(quant.Readable(), append(floatTypes, gguf.TypeQ8_0)...)
+	slices.Sort(ts)
+	return slices.Compact(ts)
+}
 
 func newMatrix(name string, t *gguf.TensorInfo, data []byte) (Matrix, error) {
-	switch t.Type {
-	case gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0:
-	default:
-		return Matrix{}, fmt.Errorf("model: tensor %q has type %s; the CPU device reads F32, F16, BF16 and Q8_0", name, t.Type)
+	if !slices.Contains(WeightTypes(), t.Type) {
+		return Matrix{}, fmt.Errorf("model: tensor %q has type %s; the CPU device reads %s", name, t.Type, quant.Names(WeightTypes()))
 	}
 	if len(t.Dims) > 2 {
 		return Matrix{}, fmt.Errorf("model: tensor %q has %d dimensions, want a matrix", name, len(t.Dims))
@@ -40,7 +55,45 @@ func newMatrix(name string, t *gguf.TensorInfo, data []byte) (Matrix, error) {
 	if err != nil {
 		return Matrix{}, fmt.Errorf("model: tensor %q: %w", name, err)
 	}
-	return Matrix{Name: name, Type: t.Type, Rows: rows, Cols: int(t.Dims[0]), Data: data, rowBytes: int(rb)}, nil
+	m := Matrix{Name: name, Type: t.Type, Rows: rows, Cols: int(t.Dims[0]), Data: data, rowBytes: int(rb)}
+	m.setActivations(Int8Activations)
+	return m, nil
+}
+
+// Activations chooses the arithmetic of the products with quantized
+// weight matrices.
+type Activations int
+
+const (
+	// Int8Activations quantizes each input vector to 8 bits per block and
+	// takes integer dot products, as ggml's CPU backend does (package
+	// qdot): the default, faster, and what llama.cpp's perplexities are
+	// measured with. Types without a qdot kernel stay on the float path.
+	Int8Activations Activations = iota
+	// FloatActivations dequantizes weight rows to float32 and keeps the
+	// input in float32: the reference the HF oracle and the GPU are held to.
+	FloatActivations
+)
+
+func (m *Matrix) setActivations(a Activations) {
+	m.kern = nil
+	if a == Int8Activations && !slices.Contains(floatTypes, m.Type) {
+		m.kern = qdot.For(m.Type)
+	}
+}
+
+// SetActivations switches every quantized matrix of the model to the
+// integer or the float path (F32, F16 and BF16 are always on the float
+// path). Not to be called while Forward runs.
+func (m *Model) SetActivations(a Activations) {
+	m.Embed.setActivations(a)
+	m.Output.setActivations(a)
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		for _, mm := range []*Matrix{&L.Q, &L.K, &L.V, &L.Out, &L.Gate, &L.Up, &L.Down} {
+			mm.setActivations(a)
+		}
+	}
 }
 
 // Row dequantizes row r into dst (len Cols).
@@ -55,6 +108,10 @@ func (m *Matrix) Row(r int, dst []float32) {
 		rowBF16(dst, src)
 	case gguf.TypeQ8_0:
 		rowQ8_0(dst, src)
+	default:
+		// newMatrix checked that quant reads the type and that a row is
+		// whole blocks, so this cannot fail.
+		_ = quant.Dequantize(m.Type, dst, src)
 	}
 }
 
@@ -108,6 +165,10 @@ func (p *pool) parallelRows(rows, costPerRow int, fn func(lo, hi int)) {
 // row-major) into out (n×Rows). Each weight row is dequantized once per
 // call and dotted with every input: weights are read once per step.
 func (p *pool) matmul(out []float32, m *Matrix, x []float32, n int) {
+	if m.kern != nil {
+		p.matmulInt8(out, m, x, n)
+		return
+	}
 	cols, rows := m.Cols, m.Rows
 	p.parallelRows(rows, cols*n, func(lo, hi int) {
 		row := getScratch(cols)
@@ -124,6 +185,47 @@ func (p *pool) matmul(out []float32, m *Matrix, x []float32, n int) {
 		}
 		putScratch(row)
 	})
+}
+
+// matmulInt8 is matmul on the integer path: each input vector is
+// quantized once to the kernel's activation blocks, then each weight row
+// is dotted with every quantized input. An output element depends only on
+// its row and its own input, however many inputs share the call.
+func (p *pool) matmulInt8(out []float32, m *Matrix, x []float32, n int) {
+	cols, rows := m.Cols, m.Rows
+	ab := getActs(n)
+	acts := ab.a[:n]
+	p.parallelRows(n, 8*cols, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			acts[t].Quantize(m.kern.Act, x[t*cols:(t+1)*cols])
+		}
+	})
+	p.parallelRows(rows, cols*n, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			w := m.Data[r*m.rowBytes : (r+1)*m.rowBytes]
+			for t := range acts {
+				out[t*rows+r] = m.kern.Dot(w, &acts[t])
+			}
+		}
+	})
+	actsPool.Put(ab)
+}
+
+// actsBuf holds quantized inputs between products (their buffers grow to
+// the largest step and stay).
+type actsBuf struct{ a []qdot.Acts }
+
+var actsPool sync.Pool
+
+func getActs(n int) *actsBuf {
+	ab, _ := actsPool.Get().(*actsBuf)
+	if ab == nil {
+		ab = new(actsBuf)
+	}
+	if len(ab.a) < n {
+		ab.a = append(ab.a, make([]qdot.Acts, n-len(ab.a))...)
+	}
+	return ab
 }
 
 var scratchPool sync.Pool

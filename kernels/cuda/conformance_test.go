@@ -44,6 +44,7 @@ func builtinModel(t *testing.T) (*model.Model, *tokenizer.Tokenizer) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.SetActivations(model.FloatActivations) // as loadSynth
 	return m, tok
 }
 

@@ -207,9 +207,15 @@ func TestLoadProbeFails(t *testing.T) {
 
 // ---- options and descriptors ----
 
+// loadSynth loads a synthetic model on the CPU's float path: the GPU keeps
+// activations in float32, so its CPU reference does too (the CPU device's
+// default for quantized weights, 8-bit activations, would put the
+// activations' rounding into every comparison).
 func loadSynth(t testing.TB, s synth.Shape, typ gguf.Type, seed uint64) *model.Model {
 	t.Helper()
-	return testmodel.Open(t, testmodel.Write(t, s, typ, seed))
+	m := testmodel.Open(t, testmodel.Write(t, s, typ, seed))
+	m.SetActivations(model.FloatActivations)
+	return m
 }
 
 func tiny(t testing.TB, arch string, typ gguf.Type) *model.Model {
