@@ -90,7 +90,7 @@ var (
 
 const (
 	f32, f16, q8_0, q6_K, q5_K, q4_K, q3_K, q2_K = gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ6_K, gguf.TypeQ5_K, gguf.TypeQ4_K, gguf.TypeQ3_K, gguf.TypeQ2_K
-	q4_0, q5_0, q5_1, iq4_xs, bf16                = gguf.TypeQ4_0, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeIQ4_XS, gguf.TypeBF16
+	q4_0, q5_0, q5_1, iq4_xs, bf16               = gguf.TypeQ4_0, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeIQ4_XS, gguf.TypeBF16
 )
 
 // policyCases are llama.cpp's choices, read off llama_tensor_get_type in
