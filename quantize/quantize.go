@@ -112,23 +112,36 @@ func modelOf(f *gguf.File) (Model, error) {
 	return Model{Arch: h.Arch, Layers: int(h.BlockCount), Heads: int(h.HeadCount), KVHeads: int(h.HeadCountKV)}, nil
 }
 
-func (p *Plan) check() error {
+// CheckEncoders refuses choices that convert tensors to a type with no
+// encoder, naming every such type in one line. formats nil means Format.
+func CheckEncoders(mix string, cs []Choice, formats func(gguf.Type) (*quant.Format, bool)) error {
+	if formats == nil {
+		formats = Format
+	}
+	encodes := func(t gguf.Type) bool { f, ok := formats(t); return ok && f.Quantize != nil }
 	var missing []gguf.Type
-	for _, c := range p.Choices {
-		if f, ok := p.o.Formats(c.To); c.Converts() && (!ok || f.Quantize == nil) && !slices.Contains(missing, c.To) {
+	for _, c := range cs {
+		if c.Converts() && !encodes(c.To) && !slices.Contains(missing, c.To) {
 			missing = append(missing, c.To)
 		}
 	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		var have []gguf.Type
-		for _, t := range gguf.Types() {
-			if f, ok := p.o.Formats(t); ok && f.Quantize != nil {
-				have = append(have, t)
-			}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	var have []gguf.Type
+	for _, t := range gguf.Types() {
+		if encodes(t) {
+			have = append(have, t)
 		}
-		return fmt.Errorf("quantize: %s needs %s, which ringlm does not write yet (it writes %s): %w",
-			p.Mix.Name, quant.Names(missing), quant.Names(have), ErrUnsupported)
+	}
+	return fmt.Errorf("quantize: %s needs %s, which ringlm does not write yet (it writes %s): %w",
+		mix, quant.Names(missing), quant.Names(have), ErrUnsupported)
+}
+
+func (p *Plan) check() error {
+	if err := CheckEncoders(p.Mix.Name, p.Choices, p.o.Formats); err != nil {
+		return err
 	}
 	for _, c := range p.Choices {
 		if !c.Converts() {
