@@ -22,13 +22,13 @@ var Archs = []string{"llama", "phi3", "qwen2"}
 // The kinds of refusal callers may tell apart.
 var (
 	// ErrRequantize: a tensor is already quantized and would be
-	// converted, which loses quality twice over.
-	ErrRequantize = errors.New("already quantized")
+	// converted, adding a second rounding to the first.
+	ErrRequantize = errors.New("requantization refused")
 	// ErrUnsupported: a type the conversion needs has no codec here.
-	ErrUnsupported = errors.New("type not supported")
+	ErrUnsupported = errors.New("unsupported type")
 	// ErrNonFinite: a tensor holds a NaN or an infinity, or a value too
 	// large for the type it is converted to.
-	ErrNonFinite = errors.New("non-finite value")
+	ErrNonFinite = errors.New("not finite")
 )
 
 // Options say how to quantize a file.
@@ -135,8 +135,8 @@ func CheckEncoders(mix string, cs []Choice, formats func(gguf.Type) (*quant.Form
 			have = append(have, t)
 		}
 	}
-	return fmt.Errorf("quantize: %s needs %s, which ringlm does not write yet (it writes %s): %w",
-		mix, quant.Names(missing), quant.Names(have), ErrUnsupported)
+	return fmt.Errorf("quantize: %w: %s needs %s, which ringlm does not write yet (it writes %s)",
+		ErrUnsupported, mix, quant.Names(missing), quant.Names(have))
 }
 
 func (p *Plan) check() error {
@@ -148,11 +148,11 @@ func (p *Plan) check() error {
 			continue
 		}
 		if _, ok := p.o.Formats(c.Type); !ok {
-			return fmt.Errorf("quantize: tensor %q is %s, which ringlm does not read: %w", c.Name, c.Type, ErrUnsupported)
+			return fmt.Errorf("quantize: %w: tensor %q is %s, which ringlm does not read", ErrUnsupported, c.Name, c.Type)
 		}
 		if quantized(c.Type) && !p.o.AllowRequantize {
-			return fmt.Errorf("quantize: tensor %q is already %s; converting it to %s would quantize it twice (--allow-requantize does it anyway): %w",
-				c.Name, c.Type, c.To, ErrRequantize)
+			return fmt.Errorf("quantize: %w: tensor %q is already %s, and converting it to %s adds a second rounding to the first (--allow-requantize does it anyway)",
+				ErrRequantize, c.Name, c.Type, c.To)
 		}
 	}
 	return nil
@@ -380,12 +380,12 @@ func (p *Plan) write(ctx context.Context, w io.Writer, i int, c Choice, g *progr
 func convertRows(from, to *quant.Format, dst, src []byte, x []float32, row0, rowLen int64) error {
 	from.Dequantize(x, src)
 	if i := nonFinite(x); i >= 0 {
-		return fmt.Errorf("row %d holds %v: %w", row0+int64(i)/rowLen, x[i], ErrNonFinite)
+		return fmt.Errorf("%w: row %d holds %v", ErrNonFinite, row0+int64(i)/rowLen, x[i])
 	}
 	to.Quantize(dst, x)
 	to.Dequantize(x, dst)
 	if i := nonFinite(x); i >= 0 {
-		return fmt.Errorf("row %d does not fit in %s (a value came back as %v): %w", row0+int64(i)/rowLen, to.Type, x[i], ErrNonFinite)
+		return fmt.Errorf("%w: row %d does not fit in %s (a value came back as %v)", ErrNonFinite, row0+int64(i)/rowLen, to.Type, x[i])
 	}
 	return nil
 }

@@ -215,7 +215,7 @@ func TestRunRequantize(t *testing.T) {
 	in := testmodel.Path(t, "llama", gguf.TypeQ8_0)
 	out := filepath.Join(t.TempDir(), "out.gguf")
 	_, err := quantize.Run(context.Background(), in, out, quantize.Options{Mix: mix(t, "F16")})
-	if !errors.Is(err, quantize.ErrRequantize) || !strings.Contains(err.Error(), `tensor "output.weight" is already Q8_0`) {
+	if !errors.Is(err, quantize.ErrRequantize) || !strings.Contains(err.Error(), `requantization refused: tensor "output.weight" is already Q8_0`) {
 		t.Fatalf("Q8_0 to F16: %v", err)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
@@ -246,7 +246,7 @@ func TestRunUnsupported(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "out.gguf")
 	_, err := quantize.Run(context.Background(), in, out, quantize.Options{Mix: mix(t, "Q8_0"), Formats: noQ8})
-	if !errors.Is(err, quantize.ErrUnsupported) || !strings.Contains(err.Error(), "Q8_0 needs Q8_0, which ringlm does not write yet") {
+	if !errors.Is(err, quantize.ErrUnsupported) || !strings.Contains(err.Error(), "unsupported type: Q8_0 needs Q8_0, which ringlm does not write yet") {
 		t.Fatalf("%v", err)
 	}
 	if _, err := os.Stat(out + ".tmp"); !os.IsNotExist(err) {
@@ -264,7 +264,7 @@ func TestRunErrorLeavesNoFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := quantize.Run(context.Background(), in, out, quantize.Options{Mix: mix(t, "Q8_0")})
-	if !errors.Is(err, quantize.ErrNonFinite) || !strings.Contains(err.Error(), `tensor "blk.2.ffn_up.weight": row 0 holds NaN`) || strings.Contains(err.Error(), "\n") {
+	if !errors.Is(err, quantize.ErrNonFinite) || !strings.Contains(err.Error(), `tensor "blk.2.ffn_up.weight": not finite: row 0 holds NaN`) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("%v", err)
 	}
 	if b, _ := os.ReadFile(out); string(b) != "previous" {
@@ -277,7 +277,7 @@ func TestRunErrorLeavesNoFile(t *testing.T) {
 	// A value beyond F16's range overflows.
 	big := testmodel.Poison(t, testmodel.Path(t, "llama", gguf.TypeF32), "blk.0.attn_q.weight", 1e6)
 	_, err = quantize.Run(context.Background(), big, out, quantize.Options{Mix: mix(t, "F16")})
-	if !errors.Is(err, quantize.ErrNonFinite) || !strings.Contains(err.Error(), "row 0 does not fit in F16") {
+	if !errors.Is(err, quantize.ErrNonFinite) || !strings.Contains(err.Error(), "not finite: row 0 does not fit in F16") {
 		t.Errorf("1e6 to F16: %v", err)
 	}
 

@@ -334,7 +334,7 @@ func TestMixes(t *testing.T) {
 			mix, _ := quantize.ParseMix(name)
 			w, err := Build(Options{Shape: s, Mix: name, Seed: 2})
 			if refusal := unwritable(t, s, mix); refusal != nil {
-				if err == nil || err.Error() != "synth: "+refusal.Error() || !strings.HasPrefix(refusal.Error(), "quantize: "+name+" needs ") {
+				if err == nil || err.Error() != "synth: "+refusal.Error() || !strings.HasPrefix(refusal.Error(), "quantize: unsupported type: "+name+" needs ") {
 					t.Fatalf("%v, want %v", err, refusal)
 				}
 				return
