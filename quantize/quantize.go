@@ -231,7 +231,7 @@ func (p *Plan) Writer(ctx context.Context) (*gguf.Writer, error) {
 		w.Set(kv.Key, kv.Value)
 	}
 	in, _, _ := p.Sizes()
-	prog := &progress{p: p, total: in}
+	prog := &progress{p: p, total: in, threads: p.threads()}
 	for i, c := range p.Choices {
 		size, _ := c.To.RowBytes(uint64(elementsOf(c.Dims)))
 		fill := func(out io.Writer) error { return p.write(ctx, out, i, c, prog) }
@@ -265,10 +265,15 @@ func Run(ctx context.Context, in, out string, o Options) (*Plan, error) {
 	return p, nil
 }
 
-// progress counts input bytes done for Options.Progress.
+// progress counts input bytes done for Options.Progress, and holds the
+// buffers the tensors, written one after another, reuse.
 type progress struct {
 	p           *Plan
 	done, total int64
+	threads     int
+	outs        [][]byte    // a chunk's output, per slot of a window
+	errs        []error     // a chunk's error, per slot
+	scratch     [][]float32 // a chunk's elements, per goroutine
 }
 
 func (g *progress) report(i int, c Choice, tensorDone, tensorBytes int64) {
@@ -315,11 +320,12 @@ func (p *Plan) write(ctx context.Context, w io.Writer, i int, c Choice, g *progr
 	outRow, _ := c.To.RowBytes(uint64(rowLen))
 	per := max(1, chunkElems/rowLen)
 	chunks := (rows + per - 1) / per
-	threads := p.threads()
+	threads := g.threads
 	window := int64(threads) * 4
-	outs := make([][]byte, window)
-	errs := make([]error, window)
-	scratch := make([][]float32, threads)
+	if g.outs == nil {
+		g.outs, g.errs, g.scratch = make([][]byte, window), make([]error, window), make([][]float32, threads)
+	}
+	outs, errs, scratch := g.outs, g.errs, g.scratch
 	done := int64(0)
 	for first := int64(0); first < chunks; first += window {
 		if err := ctx.Err(); err != nil {
@@ -339,12 +345,12 @@ func (p *Plan) write(ctx context.Context, w io.Writer, i int, c Choice, g *progr
 					r0, r1 := ch*per, min(ch*per+per, rows)
 					n := (r1 - r0) * rowLen
 					if int64(cap(scratch[k])) < n {
-						scratch[k] = make([]float32, per*rowLen)
+						scratch[k] = make([]float32, n)
 					}
 					slot := ch - first
 					need := (r1 - r0) * int64(outRow)
 					if int64(cap(outs[slot])) < need {
-						outs[slot] = make([]byte, per*int64(outRow))
+						outs[slot] = make([]byte, need)
 					}
 					outs[slot] = outs[slot][:need]
 					errs[slot] = convertRows(from, to, outs[slot], src[r0*int64(inRow):r1*int64(inRow)], scratch[k][:n], r0, rowLen)

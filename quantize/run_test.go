@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -326,6 +328,35 @@ func TestRunRefusesOtherModels(t *testing.T) {
 		_, err = quantize.Run(context.Background(), in, in+".q8", quantize.Options{Mix: mix(t, "Q8_0")})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", arch, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkRun converts the tiny llama's F16 weights in memory (no disk),
+// reporting input MB/s: the rate ringlm quantize's progress shows, with
+// the decode-and-check of every converted row included.
+func BenchmarkRun(b *testing.B) {
+	in := testmodel.Path(b, "llama", gguf.TypeF16)
+	f := open(b, in)
+	for _, name := range []string{"Q8_0", "BF16"} {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", name, threads), func(b *testing.B) {
+				p, err := quantize.NewPlan(f, quantize.Options{Mix: mix(b, name), Threads: threads})
+				if err != nil {
+					b.Fatal(err)
+				}
+				inBytes, _, _ := p.Sizes()
+				b.SetBytes(inBytes)
+				for b.Loop() {
+					w, err := p.Writer(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := w.WriteTo(io.Discard); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
