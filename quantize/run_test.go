@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -332,31 +333,49 @@ func TestRunRefusesOtherModels(t *testing.T) {
 	}
 }
 
-// BenchmarkRun converts the tiny llama's F16 weights in memory (no disk),
-// reporting input MB/s: the rate ringlm quantize's progress shows, with
-// the decode-and-check of every converted row included.
+// BenchmarkRun converts F16 weights in memory (no disk), reporting input
+// MB/s: the rate ringlm quantize's progress shows, with the decode-and-
+// check of every converted row included. "tiny" is the 3.4M-parameter
+// llama (tensors of at most 3 chunks); "wide" two layers of 2048 × 8192
+// (121M parameters, 231 MiB), whose tensors have the hundreds of chunks
+// real models have, for the thread counts up to GOMAXPROCS.
 func BenchmarkRun(b *testing.B) {
-	in := testmodel.Path(b, "llama", gguf.TypeF16)
-	f := open(b, in)
-	for _, name := range []string{"Q8_0", "BF16"} {
-		for _, threads := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/threads=%d", name, threads), func(b *testing.B) {
-				p, err := quantize.NewPlan(f, quantize.Options{Mix: mix(b, name), Threads: threads})
-				if err != nil {
-					b.Fatal(err)
+	models := map[string]func() string{
+		"tiny": func() string { return testmodel.Path(b, "llama", gguf.TypeF16) },
+		"wide": func() string {
+			s, _ := synth.Lookup("tiny", "llama")
+			s.Dim, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.Layers = 2048, 8192, 32, 8, 64, 2
+			return testmodel.Write(b, s, gguf.TypeF16, 1)
+		},
+	}
+	for _, model := range []string{"tiny", "wide"} {
+		var f *gguf.File
+		for _, name := range []string{"Q8_0", "BF16"} {
+			for _, threads := range []int{1, 2, 4, 8, 16} {
+				if threads > runtime.GOMAXPROCS(0) {
+					continue
 				}
-				inBytes, _, _ := p.Sizes()
-				b.SetBytes(inBytes)
-				for b.Loop() {
-					w, err := p.Writer(context.Background())
+				b.Run(fmt.Sprintf("%s/%s/threads=%d", model, name, threads), func(sb *testing.B) {
+					if f == nil {
+						f = open(b, models[model]()) // open for all the sub-benchmarks
+					}
+					p, err := quantize.NewPlan(f, quantize.Options{Mix: mix(sb, name), Threads: threads})
 					if err != nil {
-						b.Fatal(err)
+						sb.Fatal(err)
 					}
-					if _, err := w.WriteTo(io.Discard); err != nil {
-						b.Fatal(err)
+					inBytes, _, _ := p.Sizes()
+					sb.SetBytes(inBytes)
+					for sb.Loop() {
+						w, err := p.Writer(context.Background())
+						if err != nil {
+							sb.Fatal(err)
+						}
+						if _, err := w.WriteTo(io.Discard); err != nil {
+							sb.Fatal(err)
+						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
