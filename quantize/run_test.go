@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,7 +118,7 @@ func TestRunEndToEnd(t *testing.T) {
 					if len(ti.Dims) == 1 {
 						want = ti.Type // norms and biases stay F32
 					}
-					if to.Type != want || !slicesEqual(to.Dims, ti.Dims) {
+					if to.Type != want || !slices.Equal(to.Dims, ti.Dims) {
 						t.Fatalf("%s: %s %v, want %s %v", ti.Name, to.Type, to.Dims, want, ti.Dims)
 					}
 					if to.Type == ti.Type {
@@ -161,18 +162,6 @@ func TestRunEndToEnd(t *testing.T) {
 			})
 		}
 	}
-}
-
-func slicesEqual(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The output's bytes do not depend on the number of threads, with

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,7 +88,7 @@ func TestQuantizeCommand(t *testing.T) {
 		}
 		for _, ti := range src.Tensors {
 			to, ok := f.Tensor(ti.Name)
-			if !ok || !slicesEqualU64(to.Dims, ti.Dims) || (len(ti.Dims) > 1) != (to.Type != gguf.TypeF32) {
+			if !ok || !slices.Equal(to.Dims, ti.Dims) || (len(ti.Dims) > 1) != (to.Type != gguf.TypeF32) {
 				t.Errorf("%s: %s is %+v in the output", tc.typ, ti.Name, to)
 			}
 		}
@@ -98,18 +99,6 @@ func TestQuantizeCommand(t *testing.T) {
 		}
 		t.Logf("%s: perplexity %.4f (F16 %.4f)", tc.typ, got.PPL, base.PPL)
 	}
-}
-
-func slicesEqualU64(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The same bytes whatever --threads says.
