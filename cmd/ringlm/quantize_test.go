@@ -164,12 +164,7 @@ func TestQuantizeRefusals(t *testing.T) {
 	os.Remove(out)
 
 	// A mix whose types have no encoder yet names them.
-	quantizeFormats = func(typ gguf.Type) (*quant.Format, bool) {
-		if typ == gguf.TypeQ8_0 {
-			return nil, false
-		}
-		return quantize.Format(typ)
-	}
+	withFormat(t, gguf.TypeQ8_0, nil)
 	wantOneLine(t, out, "unsupported type: Q8_0 needs Q8_0, which ringlm does not write yet", "quantize", in, out, "Q8_0")
 	quantizeFormats = quantize.Format
 
@@ -214,5 +209,63 @@ func TestQuantizeProgressBar(t *testing.T) {
 	}
 	if !strings.HasSuffix(s, "\r") || strings.Contains(s[strings.LastIndex(s, "100%"):], "\n") {
 		t.Errorf("the bar is not blanked at the end: %q", s[max(0, len(s)-80):])
+	}
+}
+
+// withFormat makes ringlm quantize see f as typ's codec (nil: none) for
+// the rest of the test.
+func withFormat(t *testing.T, typ gguf.Type, f *quant.Format) {
+	quantizeFormats = func(x gguf.Type) (*quant.Format, bool) {
+		if x == typ {
+			return f, f != nil
+		}
+		return quantize.Format(x)
+	}
+	t.Cleanup(func() { quantizeFormats = quantize.Format })
+}
+
+// fakeQ6_K stands in for a Q6_K codec in tests that need one registered
+// whatever quant holds: its blocks have Q6_K's size and hold zeros.
+var fakeQ6_K = &quant.Format{Type: gguf.TypeQ6_K,
+	Dequantize: func(dst []float32, _ []byte) { clear(dst) },
+	Quantize:   func(dst []byte, _ []float32) { clear(dst) }}
+
+// gocoder's shape in Q6_K: the six ffn_down tensors (rows of 640) fall
+// back to Q8_0, each said on its progress line, and counted in the
+// summary.
+func TestQuantizeFallbacks(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "gocoder-f16.gguf")
+	if code, _, e := runCmd(t, "synth", "--preset", "gocoder", "--type", "f16", "-o", in); code != 0 {
+		t.Fatal(e)
+	}
+	withFormat(t, gguf.TypeQ6_K, fakeQ6_K)
+	out := filepath.Join(t.TempDir(), "out.gguf")
+	code, stdout, stderr := runCmd(t, "quantize", in, out, "Q6_K")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	if !strings.Contains(stdout, "Q6_K (general.file_type 18)") || !strings.Contains(stdout, "\n6 of 56 tensors fell back to another type") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	fell := regexp.MustCompile(`(?m)^\[ ?\d+/56\] blk\.\d\.ffn_down\.weight +F16 → Q8_0 .* MB/s \(Q6_K does not fit rows of 640: fallback\)$`)
+	if n := len(fell.FindAllString(stderr, -1)); n != 6 {
+		t.Errorf("%d fallback lines, want 6:\n%s", n, stderr)
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, ti := range f.Tensors {
+		want := gguf.TypeQ6_K
+		switch {
+		case len(ti.Dims) == 1:
+			want = gguf.TypeF32
+		case strings.HasSuffix(ti.Name, "ffn_down.weight"):
+			want = gguf.TypeQ8_0
+		}
+		if ti.Type != want {
+			t.Errorf("%s: %s, want %s", ti.Name, ti.Type, want)
+		}
 	}
 }
