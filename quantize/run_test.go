@@ -12,7 +12,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"ringlm/gguf"
 	"ringlm/internal/testmodel"
@@ -181,6 +183,37 @@ func TestRunDeterministic(t *testing.T) {
 			first = b
 		} else if !bytes.Equal(b, first) {
 			t.Fatalf("%d threads write other bytes than 1", threads)
+		}
+	}
+}
+
+// Rows are quantized on as many goroutines as Threads says, and no more:
+// a codec that holds each call a moment sees that many at once.
+func TestRunParallel(t *testing.T) {
+	s, _ := synth.Lookup("tiny", "qwen2")
+	s.FFN = 1536 // FFN matrices of 6 chunks
+	in := testmodel.Write(t, s, gguf.TypeF16, 3)
+	for _, threads := range []int{1, 3} {
+		var now, most atomic.Int32
+		q8, _ := quantize.Format(gguf.TypeQ8_0)
+		slow := *q8
+		slow.Quantize = func(dst []byte, src []float32) {
+			n := now.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(5 * time.Millisecond)
+			q8.Quantize(dst, src)
+			now.Add(-1)
+		}
+		formats := func(typ gguf.Type) (*quant.Format, bool) {
+			if typ == gguf.TypeQ8_0 {
+				return &slow, true
+			}
+			return quantize.Format(typ)
+		}
+		run(t, in, quantize.Options{Mix: mix(t, "Q8_0"), Threads: threads, Formats: formats})
+		if got := most.Load(); int(got) != threads {
+			t.Errorf("--threads %d: %d chunks quantized at once", threads, got)
 		}
 	}
 }
