@@ -401,3 +401,11 @@ func BenchmarkRun(b *testing.B) {
 		}
 	}
 }
+
+// The architectures quantize takes are those ringlm runs: a new one in
+// model must be checked against llama.cpp's rules before it is added here.
+func TestArchsAreModels(t *testing.T) {
+	if !slices.Equal(quantize.Archs, model.Architectures()) {
+		t.Errorf("quantize takes %v, model runs %v", quantize.Archs, model.Architectures())
+	}
+}
