@@ -7,16 +7,23 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 
 	"ringlm/gguf"
+	"ringlm/quantize"
 )
 
 // Options say what to write.
 type Options struct {
 	Shape Shape
-	Type  gguf.Type // F32, F16, BF16 or Q8_0 for the matrices; 1-D tensors stay F32
-	Seed  uint64
+	// Type is every matrix's type (one of Types); 1-D tensors stay F32.
+	Type gguf.Type
+	// Mix, when set, is a llama-quantize mix (Q4_K_M, Q6_K, ...; see
+	// quantize.Mixes) that chooses each tensor's type as llama.cpp's
+	// quantizer would, in place of Type.
+	Mix  string
+	Seed uint64
 	// Tokenizer holds the tokenizer.* metadata to embed; nil selects the
 	// built-in vocabulary.
 	Tokenizer []gguf.KV
@@ -28,19 +35,50 @@ type Options struct {
 	Weights Weights
 }
 
-// llama_ftype values for general.file_type.
-var fileTypes = map[gguf.Type]uint32{gguf.TypeF32: 0, gguf.TypeF16: 1, gguf.TypeQ8_0: 7, gguf.TypeBF16: 32}
+// Types are the weight types synth writes: every type with an encoder
+// (quantize.Writable).
+func Types() []gguf.Type { return quantize.Writable() }
 
-// SupportedTypes are the weight types synth writes.
-var SupportedTypes = []gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0}
+// mix is the quantize.Mix that o asks for.
+func (o Options) mix() (quantize.Mix, error) {
+	if o.Mix == "" {
+		return quantize.PureMix(o.Type), nil
+	}
+	m, ok := quantize.ParseMix(o.Mix)
+	if !ok {
+		return m, fmt.Errorf("synth: unknown mix %q (%s)", o.Mix, strings.Join(quantize.Mixes(), ", "))
+	}
+	return m, nil
+}
+
+// tensorTypes chooses each tensor's type in mix as quantize does for a
+// file of F32 tensors, and checks that every type has an encoder.
+func (s Shape) tensorTypes(specs []tensorSpec, mix quantize.Mix) (map[string]gguf.Type, error) {
+	ts := make([]quantize.Tensor, len(specs))
+	for i, t := range specs {
+		ts[i] = quantize.Tensor{Name: t.name, Type: gguf.TypeF32, Dims: t.dims}
+	}
+	m := quantize.Model{Arch: s.Arch, Layers: s.Layers, Heads: s.Heads, KVHeads: s.KVHeads}
+	choices, err := quantize.Choose(m, ts, mix, quantize.Rules{})
+	if err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
+	if err := quantize.CheckEncoders(mix.Name, choices, nil); err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
+	types := make(map[string]gguf.Type, len(choices))
+	for _, c := range choices {
+		types[c.Name] = c.To
+	}
+	return types, nil
+}
 
 type tensorSpec struct {
 	name  string
 	dims  []uint64 // ggml order
 	std   float64  // weights ~ N(mean, std)
 	mean  float64
-	oneD  bool // norms, biases, rope factors: always F32
-	heads int  // >0: a llama Q/K matrix whose rows get the converter's permutation
+	heads int // >0: a llama Q/K matrix whose rows get the converter's permutation
 	fixed []float32
 }
 
@@ -56,11 +94,11 @@ func (s Shape) tensors(vocab int) []tensorSpec {
 	depth := 1 / math.Sqrt(2*float64(s.Layers))
 	head := 3 / math.Sqrt(float64(s.Dim)) // logits of std ~3: peaked, not flat
 	norm := func(name string) tensorSpec {
-		return tensorSpec{name: name, dims: []uint64{d}, mean: 1, std: 0.05, oneD: true}
+		return tensorSpec{name: name, dims: []uint64{d}, mean: 1, std: 0.05}
 	}
 	var ts []tensorSpec
 	if s.Llama3 != nil {
-		ts = append(ts, tensorSpec{name: "rope_freqs.weight", dims: []uint64{hd / 2}, oneD: true, fixed: s.llama3Factors()})
+		ts = append(ts, tensorSpec{name: "rope_freqs.weight", dims: []uint64{hd / 2}, fixed: s.llama3Factors()})
 	}
 	ts = append(ts, tensorSpec{name: "token_embd.weight", dims: []uint64{d, nv}, std: head})
 	for l := 0; l < s.Layers; l++ {
@@ -80,9 +118,9 @@ func (s Shape) tensors(vocab int) []tensorSpec {
 				tensorSpec{name: p + "attn_v.weight", dims: []uint64{d, kv}, std: in})
 			if s.QKVBias {
 				ts = append(ts,
-					tensorSpec{name: p + "attn_q.bias", dims: []uint64{q}, std: 0.1, oneD: true},
-					tensorSpec{name: p + "attn_k.bias", dims: []uint64{kv}, std: 0.1, oneD: true},
-					tensorSpec{name: p + "attn_v.bias", dims: []uint64{kv}, std: 0.1, oneD: true})
+					tensorSpec{name: p + "attn_q.bias", dims: []uint64{q}, std: 0.1},
+					tensorSpec{name: p + "attn_k.bias", dims: []uint64{kv}, std: 0.1},
+					tensorSpec{name: p + "attn_v.bias", dims: []uint64{kv}, std: 0.1})
 			}
 		}
 		ts = append(ts, tensorSpec{name: p + "attn_output.weight", dims: []uint64{q, d}, std: depth / math.Sqrt(float64(q))})
@@ -130,8 +168,9 @@ func (s Shape) llama3Factors() []float32 {
 // the writer streams it out.
 func Build(o Options) (*gguf.Writer, error) {
 	s := o.Shape
-	if _, ok := fileTypes[o.Type]; !ok {
-		return nil, fmt.Errorf("synth: weight type %s not supported (f32, f16, bf16, q8_0)", o.Type)
+	mix, err := o.mix()
+	if err != nil {
+		return nil, err
 	}
 	if s.Dim%32 != 0 || s.FFN%32 != 0 || (s.Heads*s.HeadDim)%32 != 0 || s.Heads%s.KVHeads != 0 || s.HeadDim%2 != 0 {
 		return nil, fmt.Errorf("synth: shape %+v: dimensions must be multiples of 32 and heads a multiple of kv heads", s)
@@ -141,6 +180,11 @@ func Build(o Options) (*gguf.Writer, error) {
 		tok = builtinVocab()
 	}
 	tok, vocab, err := padVocab(tok, s.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	specs := s.tensors(vocab)
+	types, err := s.tensorTypes(specs, mix)
 	if err != nil {
 		return nil, err
 	}
@@ -169,9 +213,14 @@ func Build(o Options) (*gguf.Writer, error) {
 		w.Set(a("rope.dimension_count"), gguf.Uint32(uint32(s.HeadDim)))
 		w.Set(a("rope.scaling.original_context_length"), gguf.Uint32(uint32(s.Context)))
 	}
-	w.Set("general.file_type", gguf.Uint32(fileTypes[o.Type]))
-	if o.Type == gguf.TypeQ8_0 {
-		w.Set("general.quantization_version", gguf.Uint32(2))
+	if !mix.NoFileType {
+		w.Set("general.file_type", gguf.Uint32(mix.FileType))
+	}
+	for _, t := range types {
+		if info, _ := t.Info(); info.BlockSize > 1 {
+			w.Set("general.quantization_version", gguf.Uint32(2))
+			break
+		}
 	}
 	for _, kv := range tok {
 		w.Set(kv.Key, kv.Value)
@@ -179,7 +228,6 @@ func Build(o Options) (*gguf.Writer, error) {
 	if o.VocabOnly {
 		return w, nil
 	}
-	specs := s.tensors(vocab)
 	if o.Weights != nil {
 		if err := o.Weights.check(specs); err != nil {
 			return nil, err
@@ -191,10 +239,7 @@ func Build(o Options) (*gguf.Writer, error) {
 		}
 	}
 	for _, t := range specs {
-		typ := o.Type
-		if t.oneD {
-			typ = gguf.TypeF32
-		}
+		typ := types[t.name]
 		n := uint64(1)
 		for _, d := range t.dims {
 			n *= d
@@ -213,7 +258,7 @@ func Build(o Options) (*gguf.Writer, error) {
 // are spread over cores.
 type gen struct {
 	spec tensorSpec
-	typ  gguf.Type
+	typ  gguf.Type // one Build checked quantize.Format encodes
 	seed uint64
 }
 
@@ -221,13 +266,18 @@ const chunkElems = 1 << 16 // a multiple of every block size
 
 func (g *gen) write(w io.Writer) error {
 	t := g.spec
+	f, ok := quantize.Format(g.typ)
+	if !ok || f.Quantize == nil {
+		return fmt.Errorf("synth: no encoder for %s", g.typ)
+	}
+	enc := f.Quantize
 	if t.fixed != nil {
 		x := t.fixed
 		if t.heads > 0 { // trained Q/K in HF's row order
 			x = PermuteQK(x, int(t.dims[0]), t.heads)
 		}
 		buf := make([]byte, bytesFor(g.typ, uint64(len(x))))
-		gguf.EncodeF32(g.typ, buf, x)
+		enc(buf, x)
 		_, err := w.Write(buf)
 		return err
 	}
@@ -245,7 +295,7 @@ func (g *gen) write(w io.Writer) error {
 		fill(x, g.seed, key, 0, t)
 		x = PermuteQK(x, int(t.dims[0]), t.heads)
 		buf := make([]byte, bytesFor(g.typ, n))
-		gguf.EncodeF32(g.typ, buf, x)
+		enc(buf, x)
 		_, err := w.Write(buf)
 		return err
 	}
@@ -275,7 +325,7 @@ func (g *gen) write(w io.Writer) error {
 					} else {
 						b = b[:need]
 					}
-					gguf.EncodeF32(g.typ, b, x[:m])
+					enc(b, x[:m])
 					outs[c-first] = b
 				}
 			}()

@@ -23,7 +23,11 @@
 // deviation is 1/√fan_in for input projections, 1/√(fan_in·2·layers) for
 // output projections (the residual stream grows slowly), 3/√dim for the
 // embedding and output head (logits of standard deviation about 3); norm
-// weights are N(1, 0.05²), and 1-D tensors stay F32. The built-in vocabulary
+// weights are N(1, 0.05²). Options.Type writes every matrix in one type
+// (any type with an encoder: Types, quantize.Writable); Options.Mix
+// chooses each tensor's type as llama-quantize's mix of that name would
+// (package quantize), with its general.file_type, so tests get
+// Q4_K_M-shaped files. 1-D tensors stay F32. The built-in vocabulary
 // is byte-level BPE (model gpt2): 256 byte tokens, merges trained on a
 // small embedded corpus, and four ChatML-style control tokens. Build also
 // writes trained weights (ReadSafetensors: how the built-in model was

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"ringlm/gguf"
+	"ringlm/quantize"
 )
 
 func writeModel(t *testing.T, o Options) (*gguf.Writer, string) {
@@ -30,7 +31,7 @@ func writeModel(t *testing.T, o Options) (*gguf.Writer, string) {
 // generator produces for that seed.
 func TestRoundTripTiny(t *testing.T) {
 	for _, arch := range Archs {
-		for _, typ := range SupportedTypes {
+		for _, typ := range Types() {
 			t.Run(arch+"/"+typ.String(), func(t *testing.T) {
 				s, err := Lookup("tiny", arch)
 				if err != nil {
@@ -63,7 +64,7 @@ func TestRoundTripTiny(t *testing.T) {
 						t.Fatalf("tensor %d: %s %v, want %s %v", i, ti.Name, ti.Dims, sp.name, sp.dims)
 					}
 					wantType := typ
-					if sp.oneD {
+					if len(sp.dims) == 1 {
 						wantType = gguf.TypeF32
 					}
 					if ti.Type != wantType {
@@ -88,12 +89,20 @@ func TestRoundTripTiny(t *testing.T) {
 // data section left as a hole), so multi-GB presets cost nothing.
 func TestPresetLayouts(t *testing.T) {
 	for _, name := range PresetNames() {
-		for _, typ := range SupportedTypes {
+		for _, typ := range Types() {
 			s, err := Lookup(name, "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			w, err := Build(Options{Shape: s, Type: typ, Seed: 1})
+			// A row length that is not a whole number of typ's blocks takes
+			// llama.cpp's fallback type, which may have no encoder yet.
+			if refusal := unwritable(t, s, quantize.PureMix(typ)); refusal != nil {
+				if err == nil || err.Error() != "synth: "+refusal.Error() {
+					t.Fatalf("%s/%s: %v, want %v", name, typ, err, refusal)
+				}
+				continue
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +265,7 @@ func TestRoundTripAllPresets(t *testing.T) {
 		t.Skip("set RINGLM_FULL_ROUNDTRIP=1 (writes every preset in every type)")
 	}
 	for _, name := range PresetNames()[1:] {
-		for _, typ := range SupportedTypes {
+		for _, typ := range Types() {
 			s, _ := Lookup(name, "")
 			o := Options{Shape: s, Type: typ, Seed: 5}
 			w, err := Build(o)
@@ -278,7 +287,7 @@ func TestRoundTripAllPresets(t *testing.T) {
 			for i, sp := range s.tensors(int(h.VocabSize)) {
 				ti := &f.Tensors[i]
 				wantType := typ
-				if sp.oneD {
+				if len(sp.dims) == 1 {
 					wantType = gguf.TypeF32
 				}
 				if ti.Name != sp.name || ti.Type != wantType || !reflect.DeepEqual(ti.Dims, sp.dims) {
@@ -296,5 +305,80 @@ func TestRoundTripAllPresets(t *testing.T) {
 			os.Remove(path)
 			t.Logf("%s/%s: %d tensors identical", name, typ, len(f.Tensors))
 		}
+	}
+}
+
+// unwritable is quantize's refusal of mix on s, or nil: a type with no
+// fallback for a row length (Q8_K on rows of 640), or types with no
+// encoder yet.
+func unwritable(t *testing.T, s Shape, mix quantize.Mix) error {
+	t.Helper()
+	specs := s.tensors(max(s.Vocab, 512))
+	ts := make([]quantize.Tensor, len(specs))
+	for i, sp := range specs {
+		ts[i] = quantize.Tensor{Name: sp.name, Type: gguf.TypeF32, Dims: sp.dims}
+	}
+	choices, err := quantize.Choose(quantize.Model{Arch: s.Arch, Layers: s.Layers, Heads: s.Heads, KVHeads: s.KVHeads}, ts, mix, quantize.Rules{})
+	if err != nil {
+		return err
+	}
+	return quantize.CheckEncoders(mix.Name, choices, nil)
+}
+
+// A mix chooses each tensor's type as ringlm quantize would (a
+// Q4_K_M-shaped synthetic file), with its llama_ftype; a mix or type with
+// no encoder is refused in one line naming the type.
+func TestMixes(t *testing.T) {
+	s, _ := Lookup("tiny", "qwen2")
+	for _, name := range quantize.Mixes() {
+		t.Run(name, func(t *testing.T) {
+			mix, _ := quantize.ParseMix(name)
+			w, err := Build(Options{Shape: s, Mix: name, Seed: 2})
+			if refusal := unwritable(t, s, mix); refusal != nil {
+				if err == nil || err.Error() != "synth: "+refusal.Error() || !strings.HasPrefix(refusal.Error(), "quantize: unsupported type: "+name+" needs ") {
+					t.Fatalf("%v, want %v", err, refusal)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, path := writeModel(t, Options{Shape: s, Mix: name, Seed: 2})
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if !reflect.DeepEqual(f.KVs, w.KVs()) {
+				t.Fatal("metadata differs")
+			}
+			if ft, err := f.Uint32("general.file_type"); err != nil || ft != mix.FileType {
+				t.Errorf("general.file_type %d %v, want %d", ft, err, mix.FileType)
+			}
+			ts := make([]quantize.Tensor, len(f.Tensors))
+			for i, ti := range f.Tensors {
+				ts[i] = quantize.Tensor{Name: ti.Name, Type: gguf.TypeF32, Dims: ti.Dims}
+			}
+			choices, _ := quantize.Choose(quantize.Model{Arch: s.Arch, Layers: s.Layers, Heads: s.Heads, KVHeads: s.KVHeads}, ts, mix, quantize.Rules{})
+			for _, c := range choices {
+				if ti, _ := f.Tensor(c.Name); ti.Type != c.To {
+					t.Errorf("%s: %s, the mix chooses %s", c.Name, ti.Type, c.To)
+				}
+			}
+		})
+	}
+	// A mix that is also a type (Q8_0) writes the same file either way.
+	_, a := writeModel(t, Options{Shape: s, Mix: "q8_0", Seed: 2})
+	_, b := writeModel(t, Options{Shape: s, Type: gguf.TypeQ8_0, Seed: 2})
+	ab, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if !bytes.Equal(ab, bb) {
+		t.Error("mix Q8_0 and type Q8_0 differ on a tied qwen2")
+	}
+	if _, err := Build(Options{Shape: s, Mix: "Q4_K_X"}); err == nil || !strings.Contains(err.Error(), `unknown mix "Q4_K_X"`) {
+		t.Errorf("unknown mix: %v", err)
+	}
+	if _, err := Build(Options{Shape: s, Type: gguf.TypeIQ2_XXS}); err == nil || !strings.Contains(err.Error(), "IQ2_XXS needs IQ2_XXS, which ringlm does not write yet") {
+		t.Errorf("IQ2_XXS: %v", err)
 	}
 }

@@ -64,6 +64,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		"serve":        {"--port", "http"},
 		"synth":        {"--seed", "x"},
 		"perplexity":   {"--ctx", "1k"},
+		"quantize":     {"--threads", "many"},
 		"bench serve":  {"--concurrency", "x"},
 		"bench engine": {"--steps", "x"},
 		"bench report": {"--log-x=maybe"},
@@ -77,7 +78,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 	wantUsageError(t, "bench", nil, "a subcommand is required")
 
 	code, out, errOut := runCmd(t, "nope")
-	if code != 2 || out != "" || errOut != "ringlm: unknown command \"nope\" (bench, perplexity, run, serve, show, synth, tokenize, version)\nRun 'ringlm -h' for usage.\n" {
+	if code != 2 || out != "" || errOut != "ringlm: unknown command \"nope\" (bench, perplexity, quantize, run, serve, show, synth, tokenize, version)\nRun 'ringlm -h' for usage.\n" {
 		t.Errorf("unknown command: exit %d, %q %q", code, out, errOut)
 	}
 }

@@ -1,7 +1,7 @@
 // Command ringlm is the one binary of the ringlm inference engine. Its
 // subcommands are the commands table in main.go, one file each: synth,
-// show, tokenize, run, serve, bench (serve, engine, report), perplexity
-// and version; run, serve, bench engine and perplexity load their model
+// show, tokenize, run, serve, bench (serve, engine, report), perplexity,
+// quantize and version; run, serve, bench engine and perplexity load their model
 // through package runner, and run, serve, show and tokenize use the
 // built-in model when no -m or file is given. run with no -p and a
 // terminal on stdin opens a chat (repl.go). Flags may follow positional
@@ -42,6 +42,7 @@ var commands = map[string]command{
 	"serve":      {"serve the OpenAI-compatible and native HTTP API (see serve -h)", runServe},
 	"bench":      {"benchmark a server (bench serve), the engine (bench engine) or render results (bench report)", runBench},
 	"perplexity": {"perplexity of a model on a text file, computed as llama.cpp's llama-perplexity", runPerplexity},
+	"quantize":   {"convert a GGUF model's weights to Q4_K_M, Q8_0, ... as llama.cpp's llama-quantize does", runQuantize},
 	"version":    {"print the version, the commit it was built from, the Go version, and whether the CUDA device loads", runVersion},
 }
 

@@ -8,15 +8,18 @@ import (
 	"time"
 
 	"ringlm/gguf"
+	"ringlm/quant"
+	"ringlm/quantize"
 	"ringlm/synth"
 )
 
 func runSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("synth", "synth --preset P [--arch A] -o FILE [--type f32|f16|bf16|q8_0] [--seed N] [--tokenizer tokenizer.json] [--weights model.safetensors] [--vocab-only]")
+	fs := newFlagSet("synth", "synth --preset P [--arch A] -o FILE [--type TYPE|MIX] [--seed N] [--tokenizer tokenizer.json] [--weights model.safetensors] [--vocab-only]")
 	preset := fs.String("preset", "tiny", "shape preset: "+strings.Join(synth.PresetNames(), ", "))
 	arch := fs.String("arch", "", "architecture: llama (also mistral), qwen2, phi3; tiny defaults to llama, other presets fix their own")
 	out := fs.String("o", "", "output GGUF file (required)")
-	typName := fs.String("type", "f16", "weight type of the matrices: f32, f16, bf16, q8_0 (norms and biases stay f32)")
+	typName := fs.String("type", "f16", "weight type of every matrix ("+typeNames()+"), or a llama-quantize mix that chooses each tensor's type as ringlm quantize does ("+
+		mixNames()+"); norms and biases stay F32")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
 	tokPath := fs.String("tokenizer", "", "vocabulary to use: a HuggingFace tokenizer.json (tokenizer_config.json beside it is read too) or a GGUF file's vocabulary; either may be gzipped")
 	weights := fs.String("weights", "", "trained weights to write instead of random ones: a .safetensors file with llama.cpp tensor names (tools/train/train.py writes one for --preset gocoder)")
@@ -31,15 +34,20 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return usagef("-o FILE is required")
 	}
-	typ, ok := gguf.ParseType(*typName)
-	if !ok {
-		return usagef("unknown --type %q (f32, f16, bf16, q8_0)", *typName)
-	}
 	shape, err := synth.Lookup(*preset, *arch)
 	if err != nil {
 		return err
 	}
-	o := synth.Options{Shape: shape, Type: typ, Seed: *seed, VocabOnly: *vocabOnly}
+	o := synth.Options{Shape: shape, Seed: *seed, VocabOnly: *vocabOnly}
+	// A ggml type name is a type (Q4_K: every matrix Q4_K); other names
+	// are mixes (Q4_K_M), as llama-quantize would read them.
+	if typ, ok := gguf.ParseType(*typName); ok {
+		o.Type = typ
+	} else if mix, ok := quantize.ParseMix(*typName); ok {
+		o.Mix = mix.Name
+	} else {
+		return usagef("unknown --type %q (types: %s; mixes: %s)", *typName, typeNames(), mixNames())
+	}
 	if *tokPath != "" {
 		if o.Tokenizer, err = importTokenizer(*tokPath); err != nil {
 			return err
@@ -68,7 +76,11 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 			vocab = kv.Value.Len()
 		}
 	}
-	what := fmt.Sprintf("%s, %s weights", shape.Describe(vocab), typ)
+	types := o.Mix
+	if types == "" {
+		types = o.Type.String()
+	}
+	what := fmt.Sprintf("%s, %s weights", shape.Describe(vocab), types)
 	if *vocabOnly {
 		what = fmt.Sprintf("vocabulary only, %d tokens", vocab)
 	}
@@ -86,4 +98,19 @@ func humanBytes(n uint64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// typeNames lists the types synth writes.
+func typeNames() string { return quant.Names(synth.Types()) }
+
+// mixNames lists the mixes --type reads as mixes: those whose name is not
+// also a type's (Q4_0 is every matrix in Q4_0 here).
+func mixNames() string {
+	var out []string
+	for _, m := range quantize.Mixes() {
+		if _, ok := gguf.ParseType(m); !ok {
+			out = append(out, m)
+		}
+	}
+	return strings.Join(out, ", ")
 }
