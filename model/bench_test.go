@@ -143,8 +143,8 @@ func qwen05Bench(b *testing.B, fn func(b *testing.B, m *Model)) {
 		}
 		typ = t
 	}
-	if !slices.Contains(synth.SupportedTypes, typ) {
-		b.Skipf("synth cannot write %s yet (it writes %v)", typ, synth.SupportedTypes)
+	if !slices.Contains(synth.Types(), typ) {
+		b.Skipf("synth cannot write %s (it writes %v)", typ, synth.Types())
 	}
 	m := benchModel(b, "qwen2.5-0.5b", "", typ)
 	for _, c := range []struct {
