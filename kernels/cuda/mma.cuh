@@ -58,6 +58,11 @@ constexpr int kPF = RLM_KPF;
 #define RLM_SPF 4
 #endif
 constexpr int kSmallPF = RLM_SPF;
+// Groups of weights a warp asks L2 to fetch ahead of its loads (0: none).
+#ifndef RLM_L2AHEAD
+#define RLM_L2AHEAD 0
+#endif
+constexpr int kL2Ahead = RLM_L2AHEAD;
 
 // Staged row pitch in BF16 elements for cols (a multiple of 32): a row is
 // 64 bytes past a multiple of 128, so the 16-byte loads of the 8 rows of
@@ -219,6 +224,10 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
     const char *phi = rhi < W.rows ? reinterpret_cast<const char *>(W.w) + rhi * rb : nullptr;
     const float *slo = TY == RLM_TYPE_Q8_0 ? W.sc + (size_t)rlo * (K / 32) : nullptr;
     const float *shi = TY == RLM_TYPE_Q8_0 ? W.sc + (size_t)rhi * (K / 32) : nullptr;
+    // L2 prefetch kL2Ahead groups ahead of the register loads, a line (two
+    // groups of a BF16 row) at a time: lane l < 16 takes the warp's row l.
+    const int rpf = tile * kGemmRows + warp * 16 + lane;
+    const char *ppf = kL2Ahead > 0 && lane < 16 && rpf < W.rows ? reinterpret_cast<const char *>(W.w) + rpf * rb : nullptr;
     // Passes inside the unit: the later ones read the unit's weights from L2.
     for (int m0 = 0, pass = 0; m0 < M; m0 += PASS, pass++) {
       const int mrows = min(PASS, M - m0);
@@ -248,6 +257,8 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
             const int j = jb + i;
             if (j < s1) {
               const uint4 lo = wl[i].bf16(), hi = wh[i].bf16();
+              if (kL2Ahead > 0 && ppf && ((j - j0) & 1) == 0 && j + kL2Ahead < j1)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(ppf + (size_t)(j + kL2Ahead) * 32 * rb / K));
               if (j + PF < j1) {
                 wl[i].load(plo, slo, 32 * (j + PF) + 8 * q);
                 wh[i].load(phi, shi, 32 * (j + PF) + 8 * q);
