@@ -45,13 +45,18 @@ extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X,
     return -1;
   };
   CKR(cudaMalloc(&dx, sizeof(float) * (size_t)M * K), bail());
-  CKR(cudaMalloc(&dw, 2 * (size_t)N * K), bail());
+  const size_t t16 = (N + 15) / 16;
+  CKR(cudaMalloc(&dw, 2 * t16 * 16 * K), bail());
   CKR(cudaMalloc(&dy, sizeof(float) * (size_t)M * N), bail());
   CKR(cudaMalloc(&dpart, sizeof(float) * (nk > 1 ? (size_t)nk * M * tiles * kGemmRows : 1)), bail());
   CKR(cudaMalloc(&dcnt, sizeof(int) * passes * tiles), bail());
   CKR(cudaMemset(dcnt, 0, sizeof(int) * passes * tiles), bail());
   CKR(cudaMemcpy(dx, X, sizeof(float) * (size_t)M * K, cudaMemcpyHostToDevice), bail());
-  CKR(cudaMemcpy(dw, W, 2 * (size_t)N * K, cudaMemcpyHostToDevice), bail());
+  {  // the product's packed order, as rlm_create uploads the phases' matrices
+    const std::vector<uint8_t> rowmajor(reinterpret_cast<const uint8_t *>(W), reinterpret_cast<const uint8_t *>(W) + 2 * (size_t)N * K);
+    const std::vector<uint8_t> packed = pack_tiles(rowmajor, N, K, 2);
+    CKR(cudaMemcpy(dw, packed.data(), packed.size(), cudaMemcpyHostToDevice), bail());
+  }
   CKR(cudaFuncSetAttribute(gemm_check, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cap), bail());
   const DMat dm{dw, RLM_TYPE_BF16, (int)N, (int)K, nullptr, nk};
   const GemmScratch gs{dpart, dcnt};

@@ -52,6 +52,25 @@ static size_t type_bytes(uint32_t t, uint64_t n) {
   return 0;
 }
 
+// pack_tiles rearranges a row-major matrix (rows × cols elements of esz
+// bytes; cols a multiple of 32) into the order the tensor-core product
+// reads (mma.cuh WRun): per 16-row tile and 32-column group, 64 runs of 8
+// elements, lane l = 4g + q's run of row g (columns 8q..8q+7) at l and of
+// row g + 8 at 32 + l; groups in order, tiles in order; rows past the
+// matrix zero. A warp then streams its tile as one contiguous range.
+static std::vector<uint8_t> pack_tiles(const std::vector<uint8_t> &src, size_t rows, size_t cols, size_t esz) {
+  const size_t t16 = (rows + 15) / 16, groups = cols / 32, run = 8 * esz, blk = 64 * run;
+  std::vector<uint8_t> out(t16 * groups * blk, 0);
+  for (size_t t = 0; t < t16; t++)
+    for (size_t j = 0; j < groups; j++)
+      for (size_t l = 0; l < 32; l++)
+        for (size_t h = 0; h < 2; h++) {
+          const size_t r = t * 16 + l / 4 + 8 * h;
+          if (r < rows) memcpy(&out[(t * groups + j) * blk + (32 * h + l) * run], &src[(r * cols + 32 * j + 8 * (l % 4)) * esz], run);
+        }
+  return out;
+}
+
 // choose_nk splits a matrix of rows × cols for the tensor-core product:
 // the chunks of its 32-column groups that spread its tiles of kGemmRows
 // rows best over grid blocks (the slowest block's share of the matrix,
@@ -172,6 +191,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   auto matBytes = [&](const rlm_matrix &x) { return (uint64_t)type_bytes(x.type, (uint64_t)x.rows * x.cols); };
   wbytes += matBytes(m->embed);
   if (m->output.data && m->output.data != m->embed.data) wbytes += matBytes(m->output);
+  else wbytes += matBytes(m->embed);  // tied: the tensor-core head reads a packed copy (at most this)
   for (uint32_t l = 0; l < m->n_layer; l++) {
     const rlm_layer &L = m->layers[l];
     wbytes += matBytes(L.q) + matBytes(L.k) + matBytes(L.v) + matBytes(L.out) + matBytes(L.gate) + matBytes(L.up) + matBytes(L.down);
@@ -199,7 +219,8 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   // A device matrix from up to three host matrices stacked by rows; with
   // perm, device row i is stacked row perm[i] (-1: a zero row), so the
   // matrix has perm->size() rows.
-  auto stack = [&](DMat *out, const rlm_matrix *parts, int np, const char *what, const std::vector<int> *perm) -> bool {
+  auto stack = [&](DMat *out, const rlm_matrix *parts, int np, const char *what, const std::vector<int> *perm,
+                   bool pack) -> bool {
     // The first part with data sets the type and width (phi3's fused
     // tensors come as the first or the last part of a stack, the others null).
     uint32_t rows = 0, cols = 0, type = 0;
@@ -259,6 +280,10 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
       buf.swap(pb);
       sc.swap(ps);
       rows = (uint32_t)perm->size();
+    }
+    if (pack) {  // the tensor-core product's order (pack_tiles); Q8_0 scales padded to whole tiles
+      buf = pack_tiles(buf, rows, cols, q8 ? 1 : type_bytes(type, 1));
+      if (q8) sc.resize((size_t)(rows + 15) / 16 * 16 * nb, 0.f);
     }
     char *dst;
     float *ds = nullptr;
@@ -326,9 +351,11 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     if (!vec(inv.data(), inv.size(), &p)) return bail();
     d.inv_freq = p;
   }
-  if (!stack(&d.embed, &m->embed, 1, "token_embd", nullptr)) return bail();
+  if (!stack(&d.embed, &m->embed, 1, "token_embd", nullptr, false)) return bail();
   if (m->output.data && m->output.data != m->embed.data) {
-    if (!stack(&d.output, &m->output, 1, "output", nullptr)) return bail();
+    if (!stack(&d.output, &m->output, 1, "output", nullptr, d.mma)) return bail();
+  } else if (d.mma) {  // tied: the head reads a packed copy, the embedding phase the rows
+    if (!stack(&d.output, &m->embed, 1, "output (tied)", nullptr, true)) return bail();
   } else {
     d.output = d.embed;
   }
@@ -347,7 +374,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     if (!vec(S.ffn_norm, m->dim, &p)) return bail();
     L.ffn_norm = p;
     const rlm_matrix qkv[3] = {S.q, S.k, S.v};
-    if (!stack(&L.qkv, qkv, 3, "attn_qkv", d.mma ? &qkv_perm : nullptr)) return bail();
+    if (!stack(&L.qkv, qkv, 3, "attn_qkv", d.mma ? &qkv_perm : nullptr, d.mma)) return bail();
     if ((uint32_t)L.qkv.rows != (d.mma ? (uint32_t)qkv_perm.size() : qd + 2 * kvd)) {
       seterr(err, errlen, "layer %u: QKV has %d rows, want %u", l, L.qkv.rows, qd + 2 * kvd);
       return bail();
@@ -361,14 +388,14 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
       if (!vec(b.data(), b.size(), &p)) return bail();
       L.qkv_bias = p;
     }
-    if (!stack(&L.o, &S.out, 1, "attn_output", nullptr)) return bail();
+    if (!stack(&L.o, &S.out, 1, "attn_output", nullptr, d.mma)) return bail();
     const rlm_matrix gu[2] = {S.gate, S.up};
-    if (!stack(&L.gu, gu, 2, "ffn_gate/up", d.mma ? &gu_perm : nullptr)) return bail();
+    if (!stack(&L.gu, gu, 2, "ffn_gate/up", d.mma ? &gu_perm : nullptr, d.mma)) return bail();
     if ((uint32_t)L.gu.rows != 2 * m->ffn) {
       seterr(err, errlen, "layer %u: gate+up has %d rows, want %u", l, L.gu.rows, 2 * m->ffn);
       return bail();
     }
-    if (!stack(&L.down, &S.down, 1, "ffn_down", nullptr)) return bail();
+    if (!stack(&L.down, &S.down, 1, "ffn_down", nullptr, d.mma)) return bail();
   }
   // Grid size: one block per SM (the kernel is written for 512 threads).
   c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);

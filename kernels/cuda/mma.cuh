@@ -11,8 +11,9 @@
 //    the grid (choose_nk in host.cuh), never from M. Block b takes units
 //    b, b + grid, …;
 //  - the weights are the mma's A operand (16 rows × 16 columns, loaded from
-//    global memory by each warp, groups ahead, dequantized to BF16 in the
-//    loader: BF16, F16, Q8_0, F32); the input rows are the B operand, staged
+//    global memory by each warp, groups ahead, from a copy packed at upload
+//    so that a warp streams its rows as one contiguous range; dequantized to
+//    BF16 in the loader: BF16, F16, Q8_0, F32); the input rows are the B operand, staged
 //    once in shared memory as BF16 (RMSNorm applied on the way: the CPU's
 //    float operations, then one rounding), for the whole phase when they
 //    fit, else per pass and per 256 columns;
@@ -58,11 +59,6 @@ constexpr int kPF = RLM_KPF;
 #define RLM_SPF 4
 #endif
 constexpr int kSmallPF = RLM_SPF;
-// Groups of weights a warp asks L2 to fetch ahead of its loads (0: none).
-#ifndef RLM_L2AHEAD
-#define RLM_L2AHEAD 0
-#endif
-constexpr int kL2Ahead = RLM_L2AHEAD;
 
 // Staged row pitch in BF16 elements for cols (a multiple of 32): a row is
 // 64 bytes past a multiple of 128, so the 16-byte loads of the 8 rows of
@@ -86,23 +82,27 @@ __device__ __forceinline__ uint4 pack8(const float *f) {
   return make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
 }
 
-// A weight loader: load issues the global loads of 8 consecutive values
-// from column c of a row (row: the row's first byte, null for a row past
-// the matrix, which reads as zero; sc: a Q8_0 row's scales); bf16 turns
-// them into 8 BF16 values when they are used.
+// The weights as the product reads them (packed at upload, host.cuh
+// pack_tiles): per 16-row tile and 32-column group a block of 64 runs of 8
+// values, lane l = 4g + q's run of row g (columns 8q..8q+7) at l and of row
+// g + 8 at 32 + l; blocks in column order, tiles one after another. A warp
+// streams its tile as one contiguous range, 512 bytes a load (BF16).
+template <int TY> struct WRun { static constexpr int bytes = 16; };  // BF16, F16
+template <> struct WRun<RLM_TYPE_Q8_0> { static constexpr int bytes = 8; };
+template <> struct WRun<RLM_TYPE_F32> { static constexpr int bytes = 32; };
+
+// A weight loader: load issues the global loads of a lane's run (p: null
+// for a tile past the matrix, which reads as zero; sc: a Q8_0 row's
+// scales, group j); bf16 turns them into 8 BF16 values when they are used.
 template <int TY> struct WRaw;
 template <> struct WRaw<RLM_TYPE_BF16> {
   uint4 v;
-  __device__ __forceinline__ void load(const char *row, const float *, int c) {
-    v = row ? ldw(row + (size_t)c * 2) : make_uint4(0, 0, 0, 0);
-  }
+  __device__ __forceinline__ void load(const char *p, const float *, int) { v = p ? ldw(p) : make_uint4(0, 0, 0, 0); }
   __device__ __forceinline__ uint4 bf16() const { return v; }
 };
 template <> struct WRaw<RLM_TYPE_F16> {
   uint4 v;
-  __device__ __forceinline__ void load(const char *row, const float *, int c) {
-    v = row ? ldw(row + (size_t)c * 2) : make_uint4(0, 0, 0, 0);
-  }
+  __device__ __forceinline__ void load(const char *p, const float *, int) { v = p ? ldw(p) : make_uint4(0, 0, 0, 0); }
   __device__ __forceinline__ uint4 bf16() const {
     float f[8];
     WT<RLM_TYPE_F16>::cvt(v, f);
@@ -112,10 +112,10 @@ template <> struct WRaw<RLM_TYPE_F16> {
 template <> struct WRaw<RLM_TYPE_Q8_0> {
   uint4 v;
   float s;
-  __device__ __forceinline__ void load(const char *row, const float *sc, int c) {
-    if (row) {
-      v = ldw8(row + c);
-      s = __ldg(sc + c / 32);
+  __device__ __forceinline__ void load(const char *p, const float *sc, int j) {
+    if (p) {
+      v = ldw8(p);
+      s = __ldg(sc + j);
     } else {
       v = make_uint4(0, 0, 0, 0);
       s = 0.f;
@@ -131,10 +131,10 @@ template <> struct WRaw<RLM_TYPE_Q8_0> {
 };
 template <> struct WRaw<RLM_TYPE_F32> {
   uint4 a, b;
-  __device__ __forceinline__ void load(const char *row, const float *, int c) {
-    if (row) {
-      a = ldw(row + (size_t)c * 4);
-      b = ldw(row + (size_t)c * 4 + 16);
+  __device__ __forceinline__ void load(const char *p, const float *, int) {
+    if (p) {
+      a = ldw(p);
+      b = ldw(p + 16);
     } else {
       a = b = make_uint4(0, 0, 0, 0);
     }
@@ -146,11 +146,6 @@ template <> struct WRaw<RLM_TYPE_F32> {
                       pack_bf16(__uint_as_float(b.z), __uint_as_float(b.w)));
   }
 };
-
-// Bytes of a row of W as the device keeps it (Q8_0: the int8 quants).
-__device__ __forceinline__ size_t row_bytes(const DMat &W) {
-  return W.type == RLM_TYPE_F32 ? (size_t)W.cols * 4 : W.type == RLM_TYPE_Q8_0 ? (size_t)W.cols : (size_t)W.cols * 2;
-}
 
 // gstage writes input rows m0..m0+mrows, columns [c0, c0+ncols), as BF16
 // into xs (row pitch `pitch`), with the whole block: in.g set means
@@ -219,15 +214,12 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
     const int tile = u / nk, chunk = u % nk;
     const int j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
     const int rlo = tile * kGemmRows + warp * 16 + g, rhi = rlo + 8;
-    const size_t rb = row_bytes(W);
-    const char *plo = rlo < W.rows ? reinterpret_cast<const char *>(W.w) + rlo * rb : nullptr;
-    const char *phi = rhi < W.rows ? reinterpret_cast<const char *>(W.w) + rhi * rb : nullptr;
-    const float *slo = TY == RLM_TYPE_Q8_0 ? W.sc + (size_t)rlo * (K / 32) : nullptr;
-    const float *shi = TY == RLM_TYPE_Q8_0 ? W.sc + (size_t)rhi * (K / 32) : nullptr;
-    // L2 prefetch kL2Ahead groups ahead of the register loads, a line (two
-    // groups of a BF16 row) at a time: lane l < 16 takes the warp's row l.
-    const int rpf = tile * kGemmRows + warp * 16 + lane;
-    const char *ppf = kL2Ahead > 0 && lane < 16 && rpf < W.rows ? reinterpret_cast<const char *>(W.w) + rpf * rb : nullptr;
+    constexpr int RUN = WRun<TY>::bytes, BLK = 64 * RUN;
+    const int t16 = tile * (kGemmRows / 16) + warp;  // the warp's 16-row tile
+    const char *pb = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK + lane * RUN : nullptr;
+    const char *plo = pb, *phi = pb ? pb + 32 * RUN : nullptr;
+    const float *slo = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)rlo * G : nullptr;
+    const float *shi = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)rhi * G : nullptr;
     // Passes inside the unit: the later ones read the unit's weights from L2.
     for (int m0 = 0, pass = 0; m0 < M; m0 += PASS, pass++) {
       const int mrows = min(PASS, M - m0);
@@ -239,8 +231,8 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
 #pragma unroll
       for (int i = 0; i < PF; i++)
         if (j0 + i < j1) {
-          wl[i].load(plo, slo, 32 * (j0 + i) + 8 * q);
-          wh[i].load(phi, shi, 32 * (j0 + i) + 8 * q);
+          wl[i].load(plo ? plo + (size_t)(j0 + i) * BLK : nullptr, slo, j0 + i);
+          wh[i].load(phi ? phi + (size_t)(j0 + i) * BLK : nullptr, shi, j0 + i);
         }
       for (int s0 = j0; s0 < j1; s0 += kSG) {
         const int s1 = min(s0 + kSG, j1);
@@ -257,11 +249,9 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
             const int j = jb + i;
             if (j < s1) {
               const uint4 lo = wl[i].bf16(), hi = wh[i].bf16();
-              if (kL2Ahead > 0 && ppf && ((j - j0) & 1) == 0 && j + kL2Ahead < j1)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(ppf + (size_t)(j + kL2Ahead) * 32 * rb / K));
               if (j + PF < j1) {
-                wl[i].load(plo, slo, 32 * (j + PF) + 8 * q);
-                wh[i].load(phi, shi, 32 * (j + PF) + 8 * q);
+                wl[i].load(plo ? plo + (size_t)(j + PF) * BLK : nullptr, slo, j + PF);
+                wh[i].load(phi ? phi + (size_t)(j + PF) * BLK : nullptr, shi, j + PF);
               }
               const __nv_bfloat16 *xc = xrow + (32 * j - cbase);
 #pragma unroll
