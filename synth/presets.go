@@ -29,7 +29,10 @@
 // (package quantize), with its general.file_type, so tests get
 // Q4_K_M-shaped files. Shape.SlidingWindow writes
 // <arch>.attention.sliding_window (phi3 always has it: 2047 in its
-// presets, as Phi-3-mini-4k). 1-D tensors stay F32. The built-in vocabulary
+// presets, as Phi-3-mini-4k). CheckLlamaCpp holds a file to the rules
+// llama.cpp loads by (llamacpp.go: keys, their types, the vocabulary, the
+// tensors and their shapes); every file synth and ringlm quantize write
+// passes it. 1-D tensors stay F32. The built-in vocabulary
 // is byte-level BPE (model gpt2): 256 byte tokens, merges trained on a
 // small embedded corpus, and four ChatML-style control tokens. Build also
 // writes trained weights (ReadSafetensors: how the built-in model was
