@@ -160,6 +160,9 @@ type Hparams struct {
 	RopeOrigContext   uint32
 	NormEpsilon       float32 // layer_norm_rms_epsilon
 	VocabSize         uint32  // <arch>.vocab_size, else the token count
+	// SlidingWindow is attention.sliding_window: how many positions a
+	// token attends to, itself included; 0 when absent (no window).
+	SlidingWindow uint32
 }
 
 // Hparams reads the hyper-parameters; a missing required key is an error
@@ -219,6 +222,9 @@ func (f *File) Hparams() (Hparams, error) {
 		}
 	}
 	h.VocabSize = vs
+	if h.SlidingWindow, err = Optional(f, a("attention.sliding_window"), f.Uint32, 0); err != nil {
+		return h, err
+	}
 	return h, nil
 }
 

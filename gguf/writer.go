@@ -37,6 +37,12 @@ func (w *Writer) Set(key string, v Value) {
 	w.kvs = append(w.kvs, KV{Key: key, Value: v})
 }
 
+// Delete removes key if it is set (a file as an older converter wrote
+// it, without a key that is written now).
+func (w *Writer) Delete(key string) {
+	w.kvs = slices.DeleteFunc(w.kvs, func(kv KV) bool { return kv.Key == key })
+}
+
 // KVs returns the metadata set so far.
 func (w *Writer) KVs() []KV { return w.kvs }
 

@@ -74,6 +74,11 @@ type Config struct {
 	Rope       RopeStyle
 	RopeScale  float32   // linear position scaling (rope.scaling.type linear), 1 otherwise
 	RopeFactor []float32 // per-frequency divisors (rope_freqs), nil when absent
+	// SlidingWindow is how many positions a token attends to, itself
+	// included: the token at p sees max(0, p-SlidingWindow+1)..p, as
+	// HF transformers' sliding_window and llama.cpp's n_swa count
+	// them. 0: every earlier position.
+	SlidingWindow int
 }
 
 // KVDim is the width of one position's keys (or values) in one layer.
@@ -119,6 +124,9 @@ func Load(f *gguf.File) (*Model, error) {
 		NormEps: h.NormEpsilon, RopeBase: h.RopeFreqBase, RopeDim: int(h.RopeDimension), Rope: a.rope, RopeScale: 1}
 	if h.ValueLength != h.KeyLength {
 		return nil, fmt.Errorf("model: key length %d differs from value length %d", h.KeyLength, h.ValueLength)
+	}
+	if c.SlidingWindow, err = slidingWindow(f, h); err != nil {
+		return nil, err
 	}
 	if err := c.check(); err != nil {
 		return nil, err
@@ -224,6 +232,29 @@ func Load(f *gguf.File) (*Model, error) {
 		m.Layers = append(m.Layers, L)
 	}
 	return m, nil
+}
+
+// slidingWindow is <arch>.attention.sliding_window. Phi-3 files
+// converted before the key existed lack it; llama.cpp (PR 8931) then
+// gives the 4k-context Phi-3 mini and medium their window, 2047, as
+// their HF configs do, and ringlm does the same. (The 128k models' values,
+// 262144 and 131072, never cut into their context: no window.) A
+// per-layer pattern (attention.sliding_window_pattern, Gemma-style
+// alternating layers) is not something these architectures use; one
+// that is not all-sliding is refused rather than applied to every layer.
+func slidingWindow(f *gguf.File, h gguf.Hparams) (int, error) {
+	key := h.Arch + ".attention.sliding_window"
+	w := int(h.SlidingWindow)
+	if _, ok := f.Get(key); !ok && h.Arch == "phi3" && (h.BlockCount == 32 || h.BlockCount == 40) && h.ContextLength == 4096 {
+		w = 2047
+	}
+	if v, ok := f.Get(h.Arch + ".attention.sliding_window_pattern"); ok && w > 0 {
+		pat, ok := v.Raw().([]bool)
+		if !ok || slices.Contains(pat, false) {
+			return 0, fmt.Errorf("model: %s.attention.sliding_window_pattern: a window on some layers only is not supported", h.Arch)
+		}
+	}
+	return w, nil
 }
 
 // check refuses the hyperparameters the forward pass is not defined for.

@@ -26,7 +26,11 @@
 // pairs for llama (whose Q/K rows the converter permuted), halves (NEOX)
 // for qwen2 and phi3, frequencies divided by rope_freqs where present. The
 // KV pool (KVPool) is F32 or F16, laid out per layer as [block][position
-// in block][kv head][head dim] and addressed through block tables.
+// in block][kv head][head dim] and addressed through block tables. A
+// sliding window (Config.SlidingWindow, from <arch>.attention.sliding_window;
+// Phi-3-mini-4k's 2047 when an old file lacks the key, as llama.cpp does)
+// limits a token at p to positions p-window+1..p: HF transformers'
+// sliding_window and llama.cpp's n_swa count the same positions.
 //
 // Correctness is checked against HuggingFace transformers:
 // tools/hf_oracle.py (run on the GPU machine) builds the same model from
@@ -34,5 +38,6 @@
 // continuation (testdata/golden/); the Go forward matches within 1e-4
 // relative error (F32) or 2e-3 (F16, BF16, Q8_0 with float activations)
 // with identical greedy tokens, and Q8_0 with 8-bit activations within
-// 5e-2 (oracle_test.go).
+// 5e-2 (oracle_test.go); a Phi-3 with a window shorter than the prompt
+// has a golden of its own (window_test.go).
 package model

@@ -301,20 +301,22 @@ func (m *Model) rope(x []float32, heads int, cos, sin []float32) {
 }
 
 // attend computes causal attention of one token (query q, all heads) at
-// position pos over positions 0..pos of its sequence, into out.
+// position pos over the positions it sees of its sequence (windowStart),
+// into out.
 func (m *Model) attend(kv *KVPool, layer int, table []int32, pos int, q, out, scores, kb []float32) []float32 {
 	c := &m.Config
-	hd, group, n := c.HeadDim, c.Heads/c.KVHeads, pos+1
+	p0 := c.windowStart(pos)
+	hd, group, n := c.HeadDim, c.Heads/c.KVHeads, pos-p0+1
 	if cap(scores) < c.Heads*n {
 		scores = make([]float32, c.Heads*n)
 	}
 	scores = scores[:c.Heads*n]
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	for p := 0; p < n; p++ {
-		key := kv.load(layer, 0, table, p, kb)
+	for i := 0; i < n; i++ {
+		key := kv.load(layer, 0, table, p0+i, kb)
 		for h := 0; h < c.Heads; h++ {
 			kh := (h / group) * hd
-			scores[h*n+p] = dot(q[h*hd:(h+1)*hd], key[kh:kh+hd]) * scale
+			scores[h*n+i] = dot(q[h*hd:(h+1)*hd], key[kh:kh+hd]) * scale
 		}
 	}
 	for h := 0; h < c.Heads; h++ {
@@ -323,18 +325,28 @@ func (m *Model) attend(kv *KVPool, layer int, table []int32, pos int, q, out, sc
 	for i := range out {
 		out[i] = 0
 	}
-	for p := 0; p < n; p++ {
-		val := kv.load(layer, 1, table, p, kb)
+	for i := 0; i < n; i++ {
+		val := kv.load(layer, 1, table, p0+i, kb)
 		for h := 0; h < c.Heads; h++ {
-			w := scores[h*n+p]
+			w := scores[h*n+i]
 			kh := (h / group) * hd
 			o, vv := out[h*hd:(h+1)*hd], val[kh:kh+hd]
-			for i := range o {
-				o[i] += w * vv[i]
+			for j := range o {
+				o[j] += w * vv[j]
 			}
 		}
 	}
 	return scores
+}
+
+// windowStart is the first position a token at pos attends to: 0, or
+// with a sliding window of w positions pos-w+1 (HF's mask keeps
+// kv > q - w; llama.cpp masks p1 - p0 >= n_swa: the same w positions).
+func (c *Config) windowStart(pos int) int {
+	if c.SlidingWindow > 0 {
+		return max(0, pos-c.SlidingWindow+1)
+	}
+	return 0
 }
 
 func softmax(x []float32) {

@@ -17,6 +17,13 @@ func loadWith(t *testing.T, set func(w *gguf.Writer)) (*Model, error) {
 	t.Helper()
 	s := synth.Shape{Arch: "llama", Name: "micro", Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 128,
 		Context: 256, RopeBase: 10000, NormEps: 1e-5, Llama3: &synth.Llama3Rope{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OrigContext: 64}}
+	return loadShape(t, s, set)
+}
+
+// loadShape writes a model of shape s whose metadata set changes, and
+// loads it.
+func loadShape(t *testing.T, s synth.Shape, set func(w *gguf.Writer)) (*Model, error) {
+	t.Helper()
 	w, err := synth.Build(synth.Options{Shape: s, Type: gguf.TypeF32, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -116,5 +123,66 @@ func TestLoadAcceptsHparamEdges(t *testing.T) {
 		} else if m.RopeScale != c.scale {
 			t.Errorf("%s: rope scale %v, want %v", c.name, m.RopeScale, c.scale)
 		}
+	}
+}
+
+// The sliding window comes from <arch>.attention.sliding_window; a Phi-3
+// file without the key, converted before it existed, gets llama.cpp's
+// default for its shape (2047 for the 4k-context mini and medium: 32 or
+// 40 layers, context 4096); a per-layer pattern other than all-sliding
+// is refused.
+func TestLoadSlidingWindow(t *testing.T) {
+	phi3 := func(layers, ctx int) synth.Shape {
+		return synth.Shape{Arch: "phi3", Name: "micro", Dim: 32, Layers: layers, Heads: 1, KVHeads: 1, HeadDim: 32, FFN: 32,
+			Context: ctx, RopeBase: 10000, NormEps: 1e-5}
+	}
+	llama := synth.Shape{Arch: "llama", Name: "micro", Dim: 32, Layers: 1, Heads: 1, KVHeads: 1, HeadDim: 32, FFN: 32,
+		Context: 256, RopeBase: 10000, NormEps: 1e-5}
+	key := func(s synth.Shape) string { return s.Arch + ".attention.sliding_window" }
+	drop := func(s synth.Shape) func(*gguf.Writer) { return func(w *gguf.Writer) { w.Delete(key(s)) } }
+	set := func(s synth.Shape, v uint32) func(*gguf.Writer) {
+		return func(w *gguf.Writer) { w.Set(key(s), gguf.Uint32(v)) }
+	}
+	pattern := func(s synth.Shape, p ...bool) func(*gguf.Writer) {
+		return func(w *gguf.Writer) {
+			w.Set(key(s), gguf.Uint32(64))
+			w.Set(s.Arch+".attention.sliding_window_pattern", gguf.Bools(p))
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		shape synth.Shape
+		set   func(*gguf.Writer)
+		want  int
+		err   string
+	}{
+		{"phi3 written by synth", phi3(2, 4096), func(*gguf.Writer) {}, 4096, ""},
+		{"phi3 key 100", phi3(2, 4096), set(phi3(2, 4096), 100), 100, ""},
+		{"phi3 key 0: none", phi3(32, 4096), set(phi3(32, 4096), 0), 0, ""},
+		{"phi3-mini-4k without the key", phi3(32, 4096), drop(phi3(32, 4096)), 2047, ""},
+		{"phi3-medium-4k without the key", phi3(40, 4096), drop(phi3(40, 4096)), 2047, ""},
+		{"phi3-mini-128k without the key", phi3(32, 131072), drop(phi3(32, 131072)), 0, ""},
+		{"other phi3 without the key", phi3(24, 4096), drop(phi3(24, 4096)), 0, ""},
+		{"llama without the key", llama, func(*gguf.Writer) {}, 0, ""},
+		{"llama key 64", llama, set(llama, 64), 64, ""},
+		{"pattern all sliding", llama, pattern(llama, true), 64, ""},
+		{"pattern some layers", phi3(2, 4096), pattern(phi3(2, 4096), true, false), 0, "a window on some layers only is not supported"},
+		{"window not an integer", llama, func(w *gguf.Writer) { w.Set(key(llama), gguf.String("wide")) }, 0, "llama.attention.sliding_window"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := loadShape(t, c.shape, c.set)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("Load: %v; want one line saying %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.SlidingWindow != c.want {
+				t.Fatalf("window %d, want %d", m.SlidingWindow, c.want)
+			}
+		})
 	}
 }

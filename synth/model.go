@@ -172,6 +172,9 @@ func Build(o Options) (*gguf.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.SlidingWindow < 0 {
+		return nil, fmt.Errorf("synth: sliding window %d: want 0 (none) or a number of positions", s.SlidingWindow)
+	}
 	if s.Dim%32 != 0 || s.FFN%32 != 0 || (s.Heads*s.HeadDim)%32 != 0 || s.Heads%s.KVHeads != 0 || s.HeadDim%2 != 0 {
 		return nil, fmt.Errorf("synth: shape %+v: dimensions must be multiples of 32 and heads a multiple of kv heads", s)
 	}
@@ -212,6 +215,12 @@ func Build(o Options) (*gguf.Writer, error) {
 	case "phi3":
 		w.Set(a("rope.dimension_count"), gguf.Uint32(uint32(s.HeadDim)))
 		w.Set(a("rope.scaling.original_context_length"), gguf.Uint32(uint32(s.Context)))
+	}
+	if win := s.SlidingWindow; win > 0 || s.Arch == "phi3" {
+		if win == 0 {
+			win = s.Context
+		}
+		w.Set(a("attention.sliding_window"), gguf.Uint32(uint32(win)))
 	}
 	if !mix.NoFileType {
 		w.Set("general.file_type", gguf.Uint32(mix.FileType))

@@ -27,7 +27,12 @@
 // (any type with an encoder: Types, quantize.Writable); Options.Mix
 // chooses each tensor's type as llama-quantize's mix of that name would
 // (package quantize), with its general.file_type, so tests get
-// Q4_K_M-shaped files. 1-D tensors stay F32. The built-in vocabulary
+// Q4_K_M-shaped files. Shape.SlidingWindow writes
+// <arch>.attention.sliding_window (phi3 always has it: 2047 in its
+// presets, as Phi-3-mini-4k). CheckLlamaCpp holds a file to the rules
+// llama.cpp loads by (llamacpp.go: keys, their types, the vocabulary, the
+// tensors and their shapes); every file synth and ringlm quantize write
+// passes it. 1-D tensors stay F32. The built-in vocabulary
 // is byte-level BPE (model gpt2): 256 byte tokens, merges trained on a
 // small embedded corpus, and four ChatML-style control tokens. Build also
 // writes trained weights (ReadSafetensors: how the built-in model was
@@ -58,6 +63,12 @@ type Shape struct {
 	QKVBias   bool // qwen2
 	Llama3    *Llama3Rope
 	Tokenizer string // the real vocabulary these shapes come with
+	// SlidingWindow is the attention window in positions, written as
+	// <arch>.attention.sliding_window; 0 is none. phi3 always has the
+	// key (older llama.cpp refuses a phi3 file without it unless its
+	// shape is a known Phi-3's), so 0 writes the context length there:
+	// a window that never cuts into the context.
+	SlidingWindow int
 }
 
 // Llama3Rope is Llama 3.1+'s frequency-dependent RoPE scaling.
@@ -83,8 +94,10 @@ var presets = map[string]Shape{
 	// trains on the Go standard library (its SHAPE must match).
 	"gocoder": {Arch: "llama", Name: "gocoder (trained on Go's standard library)", Vocab: 4096, Dim: 256, Layers: 6, Heads: 8, KVHeads: 2,
 		HeadDim: 32, FFN: 640, Context: 512, RopeBase: 10000, NormEps: 1e-5, Tied: true},
+	// Phi-3-mini-4k: HF's config and llama.cpp both give it a window of
+	// 2047 positions.
 	"phi-3-mini": {Arch: "phi3", Name: "Phi-3-mini (synthetic)", Vocab: 32064, Dim: 3072, Layers: 32, Heads: 32, KVHeads: 32, HeadDim: 96,
-		FFN: 8192, Context: 4096, RopeBase: 10000, NormEps: 1e-5, Tokenizer: "mistral"},
+		FFN: 8192, Context: 4096, RopeBase: 10000, NormEps: 1e-5, Tokenizer: "mistral", SlidingWindow: 2047},
 }
 
 // Archs are the architectures synth writes.
@@ -101,6 +114,11 @@ func tiny(arch string) Shape {
 		s.RopeBase = 500000
 	case "qwen2":
 		s.Tied, s.QKVBias, s.RopeBase, s.NormEps = true, true, 1e6, 1e-6
+	case "phi3":
+		// 2047, as Phi-3-mini-4k's: here the context less one, so only
+		// a full context's last position loses sight of the first.
+		// Tests of the window set a shorter one.
+		s.SlidingWindow = s.Context - 1
 	}
 	return s
 }

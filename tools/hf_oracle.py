@@ -3,7 +3,8 @@
 
 Reads a GGUF model written by `ringlm synth` (its own small GGUF reader,
 numpy dequantization of F32/F16/BF16/Q8_0), builds the same model in
-transformers (LlamaForCausalLM, Qwen2ForCausalLM or Phi3ForCausalLM), undoes
+transformers (LlamaForCausalLM, Qwen2ForCausalLM or Phi3ForCausalLM, with
+phi3.attention.sliding_window as Phi3Config.sliding_window), undoes
 llama.cpp's Q/K row permutation for `llama`, applies rope_freqs (Llama 3.1+
 RoPE scaling) by dividing the rotary inverse frequencies, and writes golden
 float32 logits for a fixed prompt plus its greedy continuation.
@@ -12,6 +13,10 @@ Runs in float32 on the CPU with eager attention, so the golden values do not
 depend on TF32 or kernel choices. Usage:
 
   python3 tools/hf_oracle.py MODEL.gguf --prompt 1,2,3 --steps 32 -o golden.json
+
+A window shorter than the sequence is recorded with how much it moved the
+logits ("window_effect": the same pass without the window, max|a-b| over
+max|b| of the last row), so a golden that did not exercise it shows.
 """
 import argparse
 import base64
@@ -132,10 +137,16 @@ def build(g):
         cfg = transformers.Qwen2Config(use_sliding_window=False, **common)
         cls = transformers.Qwen2ForCausalLM
     elif arch == "phi3":
-        cfg = transformers.Phi3Config(sliding_window=None, original_max_position_embeddings=a("context_length"), **common)
+        # HF's sliding window keeps key positions k > q - sliding_window
+        # (masking_utils.sliding_window_overlay): the same count as
+        # llama.cpp's n_swa and ringlm's window.
+        cfg = transformers.Phi3Config(sliding_window=a("attention.sliding_window"),
+                                      original_max_position_embeddings=a("context_length"), **common)
         cls = transformers.Phi3ForCausalLM
     else:
         raise SystemExit(f"oracle: unsupported architecture {arch}")
+    if arch != "phi3" and a("attention.sliding_window"):
+        raise SystemExit(f"oracle: a sliding window on {arch} is not modelled here")
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = cls(cfg).to(torch.float32).eval()
@@ -225,6 +236,13 @@ def main():
     # One pass over prompt + continuation (minus the last token) gives the
     # logits that predicted every continuation token and every prompt token.
     logits = model(torch.tensor([ids[:-1]]), use_cache=False).logits[0].to(torch.float32).numpy()
+    window = g.kv.get(f"{arch}.attention.sliding_window")
+    effect = None
+    if window and window < len(ids) - 1:
+        model.config.sliding_window = None
+        plain = model(torch.tensor([ids[:-1]]), use_cache=False).logits[0, -1].to(torch.float32).numpy()
+        model.config.sliding_window = window
+        effect = float(np.abs(logits[-1] - plain).max() / np.abs(plain).max())
     golden = {
         "arch": arch,
         "model": args.model.rsplit("/", 1)[-1],
@@ -233,13 +251,16 @@ def main():
         "torch": torch.__version__,
         "prompt": prompt,
         "greedy": ids[len(prompt):],
+        "sliding_window": window,
+        "window_effect": effect,
         "vocab": int(logits.shape[1]),
         "rows": int(logits.shape[0]),
         "logits_f32_b64": base64.b64encode(np.ascontiguousarray(logits, dtype="<f4").tobytes()).decode(),
     }
     with open(args.out, "w") as f:
         json.dump(golden, f)
-    print(f"{args.model}: {arch}, greedy {golden['greedy'][:8]}..., logits {logits.shape}", file=sys.stderr)
+    print(f"{args.model}: {arch}, greedy {golden['greedy'][:8]}..., logits {logits.shape}, window {window} (effect {effect})",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

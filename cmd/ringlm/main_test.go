@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"ringlm/gguf"
+	"ringlm/model"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -54,6 +58,44 @@ func TestSynthThenShow(t *testing.T) {
 	if m := s.Metadata["tokenizer.ggml.tokens"]; m.Len == nil || *m.Len != 512 {
 		t.Fatalf("tokens metadata: %+v", m)
 	}
+}
+
+// synth --sliding-window sets <arch>.attention.sliding_window, which
+// show prints and the model loads; phi3 has one by default (2047, as
+// Phi-3-mini-4k) and a negative window is a usage error.
+func TestSynthSlidingWindow(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--arch", "phi3"}, "sliding window       2047 positions"},
+		{[]string{"--arch", "phi3", "--sliding-window", "64"}, "sliding window       64 positions"},
+		{[]string{"--arch", "llama", "--sliding-window", "100"}, "sliding window       100 positions"},
+	} {
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		args := append([]string{"synth", "--preset", "tiny", "--type", "q8_0", "-o", path}, c.args...)
+		if code, out, errOut := runCmd(t, args...); code != 0 {
+			t.Fatalf("%v: code %d, %q %q", c.args, code, out, errOut)
+		}
+		code, out, _ := runCmd(t, "show", path)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Fatalf("%v: show: code %d, want %q in\n%s", c.args, code, c.want, out)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.Load(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(strings.Fields(strings.TrimPrefix(c.want, "sliding window"))[0])
+		if m.SlidingWindow != n {
+			t.Fatalf("%v: model window %d, want %d", c.args, m.SlidingWindow, n)
+		}
+	}
+	wantUsageError(t, "synth", []string{"-o", "x.gguf", "--sliding-window", "-3"}, "--sliding-window -3")
 }
 
 // Every malformed file makes `show` exit non-zero with one line on stderr

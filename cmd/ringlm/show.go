@@ -91,6 +91,7 @@ type showHparams struct {
 	RopeScalingOrigCtx  uint32  `json:"rope_scaling_original_context_length,omitempty"`
 	LayerNormRMSEpsilon float32 `json:"layer_norm_rms_epsilon"`
 	VocabSize           uint32  `json:"vocab_size"`
+	SlidingWindow       uint32  `json:"sliding_window,omitempty"`
 }
 
 func newShowHparams(h gguf.Hparams) *showHparams {
@@ -99,7 +100,7 @@ func newShowHparams(h gguf.Hparams) *showHparams {
 		HeadCount: h.HeadCount, HeadCountKV: h.HeadCountKV, KeyLength: h.KeyLength, ValueLength: h.ValueLength,
 		RopeDimensionCount: h.RopeDimension, RopeFreqBase: h.RopeFreqBase, RopeScalingType: h.RopeScalingType,
 		RopeScalingFactor: h.RopeScalingFactor, RopeScalingOrigCtx: h.RopeOrigContext,
-		LayerNormRMSEpsilon: h.NormEpsilon, VocabSize: h.VocabSize}
+		LayerNormRMSEpsilon: h.NormEpsilon, VocabSize: h.VocabSize, SlidingWindow: h.SlidingWindow}
 }
 
 type showSummary struct {
@@ -215,6 +216,9 @@ func printSummary(w io.Writer, s *showSummary) {
 			rope += fmt.Sprintf(", scaling %s ×%g", h.RopeScalingType, h.RopeScalingFactor)
 		}
 		fmt.Fprintf(tw, "rope\t%s\n", rope)
+		if h.SlidingWindow > 0 {
+			fmt.Fprintf(tw, "sliding window\t%d positions\n", h.SlidingWindow)
+		}
 		fmt.Fprintf(tw, "rms norm epsilon\t%g\n", h.LayerNormRMSEpsilon)
 		fmt.Fprintf(tw, "vocabulary\t%d\n", h.VocabSize)
 	} else if s.HparamsErr != "" {

@@ -14,7 +14,7 @@ import (
 )
 
 func runSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("synth", "synth --preset P [--arch A] -o FILE [--type TYPE|MIX] [--seed N] [--tokenizer tokenizer.json] [--weights model.safetensors] [--vocab-only]")
+	fs := newFlagSet("synth", "synth --preset P [--arch A] -o FILE [--type TYPE|MIX] [--seed N] [--sliding-window N] [--tokenizer tokenizer.json] [--weights model.safetensors] [--vocab-only]")
 	preset := fs.String("preset", "tiny", "shape preset: "+strings.Join(synth.PresetNames(), ", "))
 	arch := fs.String("arch", "", "architecture: llama (also mistral), qwen2, phi3; tiny defaults to llama, other presets fix their own")
 	out := fs.String("o", "", "output GGUF file (required)")
@@ -24,6 +24,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	tokPath := fs.String("tokenizer", "", "vocabulary to use: a HuggingFace tokenizer.json (tokenizer_config.json beside it is read too) or a GGUF file's vocabulary; either may be gzipped")
 	weights := fs.String("weights", "", "trained weights to write instead of random ones: a .safetensors file with llama.cpp tensor names (tools/train/train.py writes one for --preset gocoder)")
 	vocabOnly := fs.Bool("vocab-only", false, "write only metadata and vocabulary, no tensors (like llama.cpp's ggml-vocab files)")
+	window := fs.Int("sliding-window", -1, "attention window in positions, each token's own included (<arch>.attention.sliding_window; 0: none); default: the preset's (2047 for phi3)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -37,6 +38,12 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	shape, err := synth.Lookup(*preset, *arch)
 	if err != nil {
 		return err
+	}
+	if *window < -1 {
+		return usagef("--sliding-window %d: want 0 (none) or a number of positions", *window)
+	}
+	if *window >= 0 {
+		shape.SlidingWindow = *window
 	}
 	o := synth.Options{Shape: shape, Seed: *seed, VocabOnly: *vocabOnly}
 	// A ggml type name is a type (Q4_K: every matrix Q4_K); other names

@@ -69,8 +69,11 @@ __device__ void phase_qkv(Dev &d, const DLayer &L, int layer, const In &in) {
   }
 }
 
-// Attention over positions 0..pos of the token's slot, in float32. A unit
-// is one (token, query head). The positions are cut into chunks of 32; a
+// Attention over positions lo..pos of the token's slot, in float32: lo is
+// 0, or pos - window + 1 with a sliding window (as the CPU's
+// Config.windowStart). A unit is one (token, query head). The positions
+// from the multiple of 32 at or below lo are cut into chunks of 32 (those
+// below lo masked like those past pos); a
 // warp scores a chunk (a key per lane), stages its values in shared memory
 // and produces the chunk's partial softmax (max, sum, weighted values);
 // the partials are folded into the result in chunk order. With no more
@@ -91,14 +94,15 @@ __device__ __forceinline__ void attn_fold(float &m, float &l, float (&acc)[4], f
   m = M;
 }
 
-// One chunk's partial: positions p0..p0+31 (those ≤ pos) of (layer, kvh).
-__device__ __forceinline__ void attn_chunk(const Dev &d, int layer, int kvh, const int *tab, int p0, int pos,
+// One chunk's partial: positions p0..p0+31 (those in lo..pos) of (layer, kvh).
+__device__ __forceinline__ void attn_chunk(const Dev &d, int layer, int kvh, const int *tab, int p0, int lo, int pos,
                                            const float *q, __half *vt, float scale, float &mc, float &lc,
                                            float (&ac)[4]) {
   const int lane = threadIdx.x & 31, hd = d.hd;
   const int p = p0 + lane;
+  const bool seen = p >= lo && p <= pos;
   float s = -INFINITY;
-  if (p <= pos) {
+  if (seen) {
     const int blk = tab[p / d.bs];
     const size_t kbase = ((((size_t)layer * d.num_blocks + blk) * d.n_kv + kvh) * d.bs + p % d.bs) * hd;
     const uint4 *k4 = reinterpret_cast<const uint4 *>(d.kcache + kbase);
@@ -136,10 +140,13 @@ __device__ __forceinline__ void attn_chunk(const Dev &d, int layer, int kvh, con
     lc = 0.f;
     return;
   }
-  const float e = p <= pos ? __expf(s - mx) : 0.f;
+  const float e = seen ? __expf(s - mx) : 0.f;
   lc = warp_sum(e);
+  // Only the lanes that staged a value are read: a masked lane's tile row
+  // holds whatever was there, which 0 × (a NaN or an infinity) would not
+  // cancel.
   const int np = min(32, pos - p0 + 1);
-  for (int j = 0; j < np; j++) {
+  for (int j = max(0, lo - p0); j < np; j++) {
     const float ej = __shfl_sync(0xffffffffu, e, j);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
@@ -163,20 +170,21 @@ __device__ void phase_attn(Dev &d, int layer, float *sh) {
   for (int u = u0; u < units; u += ustep) {
     const int t = u / d.n_head, h = u % d.n_head, kvh = h / group;
     const int slot = d.t_slot[t], pos = d.t_pos[t];
+    const int lo = d.window > 0 ? max(0, pos - d.window + 1) : 0, c0 = lo & ~31;
     const int *tab = d.btab + slot * d.max_bpb;
     for (int i = lane; i < hd; i += 32) q[i] = d.q[(size_t)t * qd + h * hd + i];
     __syncwarp();
     float m = -INFINITY, l = 0.f, acc[4] = {0, 0, 0, 0};  // dims lane + 32k (hd ≤ 128)
     if (!coop) {
-      for (int p0 = 0; p0 <= pos; p0 += 32) {
+      for (int p0 = c0; p0 <= pos; p0 += 32) {
         float mc, lc, ac[4];
-        attn_chunk(d, layer, kvh, tab, p0, pos, q, vt, scale, mc, lc, ac);
+        attn_chunk(d, layer, kvh, tab, p0, lo, pos, q, vt, scale, mc, lc, ac);
         attn_fold(m, l, acc, mc, lc, ac);
       }
     } else {
-      for (int r0 = 0; r0 <= pos; r0 += 32 * kWarps) {
+      for (int r0 = c0; r0 <= pos; r0 += 32 * kWarps) {
         float mc, lc, ac[4];
-        attn_chunk(d, layer, kvh, tab, r0 + 32 * wib, pos, q, vt, scale, mc, lc, ac);
+        attn_chunk(d, layer, kvh, tab, r0 + 32 * wib, lo, pos, q, vt, scale, mc, lc, ac);
         if (lane == 0) {
           pm[wib] = mc;
           pl[wib] = lc;

@@ -316,6 +316,9 @@ func TestDescriptors(t *testing.T) {
 			if got := []uint32{v.ABI, v.Layers, v.Dim, v.Heads, v.KVHeads, v.HeadDim, v.FFN, v.Vocab, v.RopeDim, v.RopeNeox}; !slices.Equal(got, head) {
 				t.Fatalf("model header %v, want %v", got, head)
 			}
+			if v.Window != uint32(c.SlidingWindow) || (tc.arch == "phi3") != (v.Window > 0) {
+				t.Errorf("window %d, model's %d (phi3 has one)", v.Window, c.SlidingWindow)
+			}
 			if v.RopeBase != c.RopeBase || v.RopeScale != c.RopeScale || v.NormEps != c.NormEps {
 				t.Errorf("rope/eps %v %v %v, want %v %v %v", v.RopeBase, v.RopeScale, v.NormEps, c.RopeBase, c.RopeScale, c.NormEps)
 			}
@@ -379,6 +382,13 @@ func TestDescriptorErrors(t *testing.T) {
 	bad := &model.Model{Config: m.Config, Embed: m.Embed, Output: m.Output, OutNorm: m.OutNorm, Layers: layers}
 	if _, err := newDesc(bad, o); err == nil || !strings.Contains(err.Error(), "ffn_down") || !strings.Contains(err.Error(), "layer 1") {
 		t.Fatalf("Q4_0 weights: %v", err)
+	}
+	wide := &model.Model{Config: m.Config, Embed: m.Embed, Output: m.Output, OutNorm: m.OutNorm, Layers: m.Layers}
+	wide.SlidingWindow = math.MaxInt32 + 1
+	if d, err := newDesc(wide, o); err != nil || d.view().Window != 0 {
+		t.Fatalf("a window wider than any position: %v; want it described as none", err)
+	} else {
+		d.free()
 	}
 	short := &model.Model{Config: m.Config, Embed: m.Embed, Output: m.Output, OutNorm: m.OutNorm, Layers: m.Layers[:2]}
 	if _, err := newDesc(short, o); err == nil {

@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"unsafe"
 
@@ -93,6 +94,10 @@ func newDesc(m *model.Model, o Options) (d *desc, err error) {
 	}
 	cm.rope_scale = C.float(scale)
 	cm.norm_eps = C.float(c.NormEps)
+	// Positions are int32 on the device: a wider window never cuts.
+	if w := c.SlidingWindow; w > 0 && w <= math.MaxInt32 {
+		cm.window = C.uint32_t(w)
+	}
 	cm.rope_factor = d.floats(c.RopeFactor)
 	if err := d.mat(&cm.embed, &m.Embed); err != nil {
 		return d, err
@@ -219,12 +224,12 @@ type optsView struct {
 }
 
 type modelView struct {
-	ABI, Layers, Dim, Heads, KVHeads, HeadDim, FFN, Vocab, RopeDim, RopeNeox uint32
-	RopeBase, RopeScale, NormEps                                             float32
-	RopeFactor, OutNorm                                                      vecView
-	Embed, Output                                                            matView
-	LayerViews                                                               []layerView
-	Opts                                                                     optsView
+	ABI, Layers, Dim, Heads, KVHeads, HeadDim, FFN, Vocab, RopeDim, RopeNeox, Window uint32
+	RopeBase, RopeScale, NormEps                                                     float32
+	RopeFactor, OutNorm                                                              vecView
+	Embed, Output                                                                    matView
+	LayerViews                                                                       []layerView
+	Opts                                                                             optsView
 }
 
 func viewMat(m *C.rlm_matrix) matView {
@@ -253,7 +258,7 @@ func (d *desc) view() modelView {
 	q, kv := c.Heads*c.HeadDim, c.KVDim()
 	v := modelView{ABI: uint32(cm.abi), Layers: uint32(cm.n_layer), Dim: uint32(cm.dim), Heads: uint32(cm.n_head),
 		KVHeads: uint32(cm.n_kv_head), HeadDim: uint32(cm.head_dim), FFN: uint32(cm.ffn), Vocab: uint32(cm.vocab),
-		RopeDim: uint32(cm.rope_dim), RopeNeox: uint32(cm.rope_neox), RopeBase: float32(cm.rope_base),
+		RopeDim: uint32(cm.rope_dim), RopeNeox: uint32(cm.rope_neox), Window: uint32(cm.window), RopeBase: float32(cm.rope_base),
 		RopeScale: float32(cm.rope_scale), NormEps: float32(cm.norm_eps),
 		RopeFactor: viewVec(cm.rope_factor, c.RopeDim/2), OutNorm: viewVec(cm.out_norm, c.Dim),
 		Embed: viewMat(&cm.embed), Output: viewMat(&cm.output)}

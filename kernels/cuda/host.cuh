@@ -315,6 +315,8 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   d.neox = m->rope_neox;
   d.rope_scale = m->rope_scale;
   d.eps = m->norm_eps;
+  // A window wider than any int position never cuts: none.
+  d.window = m->window > 0x7fffffffu ? 0 : (int)m->window;
   // The matrix phases run on the tensor cores (matmul.cuh) unless
   // RINGLM_CUDA_GEMV=1 asks for the CUDA-core phases, or a width is not a
   // whole number of 32-column groups.

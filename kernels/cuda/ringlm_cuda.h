@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define RLM_CUDA_ABI 2
+#define RLM_CUDA_ABI 3
 
 /* ggml type ids. The device reads F32, F16, BF16 and Q8_0 weights (Q8_0
  * blocks become int8 quants plus float scales in VRAM) and keeps an F16 KV
@@ -74,7 +74,8 @@ typedef struct rlm_model {
   float rope_base;
   float rope_scale;         /* positions are multiplied by it (1 = none) */
   float norm_eps;           /* RMSNorm epsilon */
-  uint32_t pad_;
+  uint32_t window;          /* sliding attention window: a token at p sees
+                               max(0, p - window + 1)..p (0: all of 0..p) */
   const float *rope_factor; /* rope_dim/2 frequency divisors, or NULL */
   rlm_matrix embed;         /* vocab × dim */
   rlm_matrix output;        /* vocab × dim; data == embed.data when tied */

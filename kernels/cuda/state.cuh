@@ -67,6 +67,7 @@ struct Slot {
 struct Dev {
   // model
   int n_layer, dim, n_head, n_kv, hd, ffn, vocab, rope_dim, neox;
+  int window;  // sliding attention window in positions (0: none)
   float rope_scale, eps;
   const float *inv_freq;  // rope_dim/2
   DMat embed, output;

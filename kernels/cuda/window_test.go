@@ -1,0 +1,70 @@
+//go:build cgo
+
+package cuda
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"ringlm/engine"
+	"ringlm/gguf"
+	"ringlm/sample"
+	"ringlm/synth"
+)
+
+// phi3Window is tiny phi3's sliding window here: not a multiple of the
+// kernel's 32-position chunks, so a token's first chunk is cut inside,
+// and far shorter than the prompts below.
+const phi3Window = 40
+
+// TestSlidingWindowMatchesCPU: with a window shorter than the prompt, the
+// GPU's logits of a prompt's last token are within 2e-2 of the CPU
+// forward pass with the same window (prompts of 17 to 600 tokens, the
+// longest prefilled over two steps), where dropping the window would move
+// them by far more; greedy continuations of 64 tokens, which decode past
+// the window, are close to the CPU's by vLLM's rule at batch 1 and 7.
+func TestSlidingWindowMatchesCPU(t *testing.T) {
+	needGPU(t)
+	s, err := synth.Lookup("tiny", "phi3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SlidingWindow = phi3Window
+	m := loadSynth(t, s, gguf.TypeBF16, 13)
+	if m.SlidingWindow != phi3Window {
+		t.Fatalf("loaded window %d, wrote %d", m.SlidingWindow, phi3Window)
+	}
+	func() {
+		e, dev, closeGPU := cudaEngine(t, m, engine.Config{Slots: 4, PipelineDepth: 1})
+		defer closeGPU()
+		for _, n := range []int{17, 40, 41, 100, 250, 600} {
+			r := rand.New(rand.NewPCG(uint64(n), 5))
+			toks := make([]int32, n)
+			for i := range toks {
+				toks[i] = int32(r.IntN(m.Vocab))
+			}
+			gl, _ := gpuLogits(t, e, dev, toks)
+			cl := cpuLogits(t, m, toks)
+			m.SlidingWindow = 0
+			plain := cpuLogits(t, m, toks)
+			m.SlidingWindow = phi3Window
+			rel, maxAbs := relErr(gl, cl)
+			effect, _ := relErr(plain, cl)
+			t.Logf("prompt %3d tokens: relative error %.3g (max abs %.3g); the window moves the CPU's logits by %.3g", n, rel, maxAbs, effect)
+			if !(rel <= 2e-2) {
+				t.Errorf("prompt of %d tokens: relative error %.3g > 2e-2", n, rel)
+			}
+			if n > phi3Window && effect < 0.1 {
+				t.Errorf("prompt of %d tokens: the window moves the logits by only %.3g; the test does not exercise it", n, effect)
+			}
+		}
+	}()
+	ps := prompts(7, m.Vocab, 300, 21)
+	p := sample.Defaults()
+	p.MaxTokens = 64
+	reqs := make([]engine.Request, len(ps))
+	for i := range reqs {
+		reqs[i] = engine.Request{Prompt: ps[i], Params: p, IgnoreEOS: true}
+	}
+	checkGreedyClose(t, m, reqs, []int{1, 7})
+}
