@@ -19,8 +19,8 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 }
 
 // Absent optional keys take llama.cpp's defaults: pre "default", BOS added
-// and a space prefix for SentencePiece vocabularies, BOS added for Llama 3
-// style ones.
+// and a space prefix for SentencePiece vocabularies, BOS added for the
+// byte-level families llama.cpp adds it for (Llama 3, Tekken, Chameleon).
 func FromGGUF(f *gguf.File) (*Vocab, error) {
 	m, err := f.Tokenizer()
 	if err != nil {
@@ -44,7 +44,7 @@ func FromGGUF(f *gguf.File) (*Vocab, error) {
 		ChatTemplate:   m.ChatTemplate,
 	}
 	if _, ok := f.Get("tokenizer.ggml.add_bos_token"); !ok && v.Model == "gpt2" {
-		if p, ok := preTokenizers[v.Pre]; ok && p.name == preLlama3.name {
+		if p, ok := preTokenizers[v.Pre]; ok && p.addBOS {
 			v.AddBOS = true
 		}
 	}

@@ -150,14 +150,19 @@ func (t *Tokenizer) encodeSegment(st *encState, seg string, dst []int32) []int32
 	if t.nfc && !isASCII(seg) {
 		seg = norm.NFC.String(seg)
 	}
-	scan := t.pre.scan
-	for i := 0; i < len(seg); {
-		j := scan(seg, i)
-		if j <= i || j > len(seg) { // defensive: a scanner must advance
-			j = i + 1
+	if scan := t.pre.scan; scan != nil {
+		for i := 0; i < len(seg); {
+			j := scan(seg, i)
+			if j <= i || j > len(seg) { // defensive: a scanner must advance
+				j = i + 1
+			}
+			dst = t.encodeBytePiece(st, seg[i:j], dst)
+			i = j
 		}
-		dst = t.encodeBytePiece(st, seg[i:j], dst)
-		i = j
+		return dst
+	}
+	for _, sp := range t.pre.split(st, seg) {
+		dst = t.encodeBytePiece(st, seg[sp.start:sp.end], dst)
 	}
 	return dst
 }
