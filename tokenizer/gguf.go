@@ -52,12 +52,13 @@ func FromGGUF(f *gguf.File) (*Vocab, error) {
 }
 
 // Metadata returns the vocabulary as GGUF metadata, under the keys and in
-// the order llama.cpp's converter writes them. Absent ids (-1) and nil
-// arrays are left out.
+// the order llama.cpp's converter writes them, with the pre-tokenizer
+// name llama.cpp writes (CanonicalPre). Absent ids (-1) and nil arrays
+// are left out.
 func (v *Vocab) Metadata() []gguf.KV {
 	kvs := []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: gguf.String(v.Model)},
-		{Key: "tokenizer.ggml.pre", Value: gguf.String(v.Pre)},
+		{Key: "tokenizer.ggml.pre", Value: gguf.String(CanonicalPre(v.Pre))},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(v.Tokens)},
 	}
 	if v.Scores != nil {
