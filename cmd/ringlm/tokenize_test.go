@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"ringlm/internal/vocabtest"
+	"ringlm/tokenizer"
 )
 
 func TestTokenize(t *testing.T) {
@@ -106,5 +107,36 @@ func TestTokenizeLlamaCppVocabs(t *testing.T) {
 			}
 			t.Logf("%d/%d", pass, len(cases))
 		})
+	}
+}
+
+// TestWrittenPreNames: the vocabularies ringlm writes name their
+// pre-tokenizer as llama.cpp does (its loader refuses "gpt2"): the
+// built-in one, and imports of each fixture.
+func TestWrittenPreNames(t *testing.T) {
+	dir := t.TempDir()
+	for src, want := range map[string]string{
+		"":                                       "gpt-2",
+		"../../testdata/tokenizer/qwen3.gguf.gz": "qwen2",
+		"../../testdata/tokenizer/llama3.gguf.gz": "llama-bpe",
+		"../../testdata/tokenizer/gptoss.gguf.gz": "gpt-4o",
+	} {
+		out := filepath.Join(dir, want+".gguf")
+		args := []string{"synth", "--vocab-only", "-o", out}
+		if src != "" {
+			args = append(args, "--tokenizer", src)
+		}
+		if code, _, e := runCmd(t, args...); code != 0 {
+			t.Fatal(e)
+		}
+		tok, f, err := loadTokenizer(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pre := tok.Vocab().Pre
+		f.Close()
+		if pre != want || tokenizer.CanonicalPre(pre) != pre {
+			t.Errorf("%q: wrote pre %q, want %q", src, pre, want)
+		}
 	}
 }
