@@ -52,7 +52,7 @@ func trainBuiltinVocab() []gguf.KV {
 	}
 	return []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: gguf.String("gpt2")},
-		{Key: "tokenizer.ggml.pre", Value: gguf.String("gpt2")},
+		{Key: "tokenizer.ggml.pre", Value: gguf.String("gpt-2")}, // llama.cpp reads "gpt-2", not "gpt2"
 		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(tokens)},
 		{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(types)},
 		{Key: "tokenizer.ggml.merges", Value: gguf.Strings(merges)},

@@ -164,3 +164,27 @@ func TestLoadTime(t *testing.T) {
 		t.Errorf("New took %v", best)
 	}
 }
+
+// BenchmarkPreTokenize: the split alone, per family, on 1 MB of mixed
+// text (the hand scanners against the regex engine's chains).
+func BenchmarkPreTokenize(b *testing.B) {
+	text := mixedText(1 << 20)
+	for _, name := range []string{"gpt-2", "llama-bpe", "default", "starcoder", "falcon", "deepseek-coder",
+		"deepseek-llm", "deepseek-v3", "tekken", "kimi-k2", "jais-2", "tiny_aya", "bloom"} {
+		b.Run(name, func(b *testing.B) {
+			p, err := lookupPre(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := new(encState)
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if p.scan != nil {
+					st.spans = scanSpans(p.scan, text, 0, st.spans[:0])
+				} else {
+					p.split(st, text)
+				}
+			}
+		})
+	}
+}

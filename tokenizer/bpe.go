@@ -90,6 +90,9 @@ type candidate struct {
 type encState struct {
 	syms []symbol
 	heap []candidate
+	// The pre-tokenizer chains' pieces and regex scratch space.
+	spans, spans2 []span
+	re            reMatcher
 }
 
 var statePool = sync.Pool{New: func() any { return new(encState) }}

@@ -8,12 +8,19 @@
 //     with Vocab.Metadata, or imported from a HF tokenizer.json with
 //     FromHFJSON the way llama.cpp's converter does;
 //   - Tokenizer (New): byte-level BPE ("gpt2": GPT-2, Llama 3, Qwen2/3,
-//     gpt-oss) with the pre-tokenizer regexes as hand-written scanners, and
-//     SentencePiece-style BPE ("llama": Llama 2, Mistral) with ▁ spaces and
-//     <0xXX> byte fallback;
+//     gpt-oss, DeepSeek, Falcon, StarCoder, ...) and SentencePiece-style BPE
+//     ("llama": Llama 2, Mistral) with ▁ spaces and <0xXX> byte fallback;
+//   - the pre-tokenizers of byte-level BPE: every tokenizer.ggml.pre name
+//     llama.cpp accepts, mapped to its regex chain as llama.cpp maps it
+//     (prefamilies.go; no name or "default" is llama.cpp's default chain),
+//     the common patterns as hand-written scanners (pretokenize.go), the
+//     rest on a small backtracking regex engine with look-ahead
+//     (regex.go); CanonicalPre gives the name llama.cpp writes;
 //   - special-token matching (control, user-defined and unknown tokens
 //     written in the text are matched leftmost-longest, as HF matches its
-//     added tokens; EncodeOptions.ParseSpecial=false takes text literally);
+//     added tokens; EncodeOptions.ParseSpecial=false takes control tokens
+//     literally, while user-defined ones are matched in both modes, as HF
+//     and llama.cpp match them);
 //   - Decode and an incremental Stream that emits only whole characters.
 //
 // Goldens produced by HF tokenizers (encode with add_special_tokens=False,
@@ -23,8 +30,10 @@
 // # Normalization
 //
 // HF normalizers are not stored in GGUF, so they follow from the
-// vocabulary family: Qwen2-style vocabularies (pre "qwen2") are NFC
-// normalized before pre-tokenization, as their tokenizer.json asks, and
+// vocabulary family: Qwen2 vocabularies (pre "qwen2", "deepseek-r1-qwen")
+// are NFC normalized before pre-tokenization, as their tokenizer.json asks
+// (llama.cpp skips it; other names with Qwen2's regex are not normalized,
+// as in llama.cpp), and
 // SentencePiece vocabularies turn spaces into ▁ and, with AddSpacePrefix,
 // prepend one ▁ to every run of text between special tokens (HF's Prepend
 // normalizer). Llama 3 and o200k vocabularies skip the merges for a

@@ -91,7 +91,7 @@ func FuzzRoundTrip(f *testing.F) {
 func hasSpecial(tk *Tokenizer, text string) bool {
 	for i := 0; i < len(text); i++ {
 		if tk.special.first[text[i]] {
-			if end, _ := tk.special.match(text, i); end > 0 {
+			if end, _ := tk.special.match(text, i, false); end > 0 {
 				return true
 			}
 		}

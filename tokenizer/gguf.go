@@ -19,8 +19,8 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 }
 
 // Absent optional keys take llama.cpp's defaults: pre "default", BOS added
-// and a space prefix for SentencePiece vocabularies, BOS added for Llama 3
-// style ones.
+// and a space prefix for SentencePiece vocabularies, BOS added for the
+// byte-level families llama.cpp adds it for (Llama 3, Tekken, Chameleon).
 func FromGGUF(f *gguf.File) (*Vocab, error) {
 	m, err := f.Tokenizer()
 	if err != nil {
@@ -44,7 +44,7 @@ func FromGGUF(f *gguf.File) (*Vocab, error) {
 		ChatTemplate:   m.ChatTemplate,
 	}
 	if _, ok := f.Get("tokenizer.ggml.add_bos_token"); !ok && v.Model == "gpt2" {
-		if p, ok := preTokenizers[v.Pre]; ok && p.name == preLlama3.name {
+		if p, ok := preTokenizers[v.Pre]; ok && p.addBOS {
 			v.AddBOS = true
 		}
 	}
@@ -52,12 +52,13 @@ func FromGGUF(f *gguf.File) (*Vocab, error) {
 }
 
 // Metadata returns the vocabulary as GGUF metadata, under the keys and in
-// the order llama.cpp's converter writes them. Absent ids (-1) and nil
-// arrays are left out.
+// the order llama.cpp's converter writes them, with the pre-tokenizer
+// name llama.cpp writes (CanonicalPre). Absent ids (-1) and nil arrays
+// are left out.
 func (v *Vocab) Metadata() []gguf.KV {
 	kvs := []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: gguf.String(v.Model)},
-		{Key: "tokenizer.ggml.pre", Value: gguf.String(v.Pre)},
+		{Key: "tokenizer.ggml.pre", Value: gguf.String(CanonicalPre(v.Pre))},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(v.Tokens)},
 	}
 	if v.Scores != nil {

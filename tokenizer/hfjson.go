@@ -8,12 +8,12 @@ import (
 )
 
 // Pre-tokenizer regexes of known vocabularies, as tokenizer.json spells
-// them, and the tokenizer.ggml.pre name llama.cpp gives each.
+// them, and the tokenizer.ggml.pre name llama.cpp's converter gives each.
 var knownRegexes = map[string]string{
-	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`:                                                                                                                                                                "llama-bpe",
-	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`:                                                                                                                                                                     "qwen2",
-	`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`: "gpt-4o",
-	`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`:                                                                                                                                                                                                         "gpt2",
+	patCL100k: "llama-bpe",
+	patQwen2:  "qwen2",
+	patO200k:  "gpt-4o",
+	patGPT2:   "gpt-2",
 }
 
 // eotCandidates are the end-of-turn token texts llama.cpp recognizes, most
@@ -166,7 +166,7 @@ func FromHFJSON(tokenizerJSON, tokenizerConfigJSON []byte) (*Vocab, error) {
 			}
 			v.Pre = pre
 		case len(regexes) == 0 && byteLevelRegex:
-			v.Pre = "gpt2"
+			v.Pre = "gpt-2"
 		default:
 			return nil, fmt.Errorf("tokenizer: unsupported pre-tokenizer with %d split regexes", len(regexes))
 		}

@@ -212,3 +212,40 @@ func TestFromGGUFDefaults(t *testing.T) {
 		t.Error("GGUF without a vocabulary: no error")
 	}
 }
+
+// TestPreNamesWritten: imports and Metadata write the tokenizer.ggml.pre
+// names llama.cpp writes and reads ("gpt-2", never ringlm's old "gpt2").
+func TestPreNamesWritten(t *testing.T) {
+	llama3Split := `{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false},
+    {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}`
+	if !strings.Contains(byteLevelJSON, llama3Split) {
+		t.Fatal("byteLevelJSON changed")
+	}
+	gpt2Split := `{"type": "Split", "pattern": {"Regex": "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false},
+    {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}`
+	byteLevelOnly := `{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}`
+	for _, pre := range []string{gpt2Split, byteLevelOnly} {
+		v, err := FromHFJSON([]byte(strings.Replace(byteLevelJSON, llama3Split, pre, 1)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Pre != "gpt-2" {
+			t.Errorf("imported pre %q, want gpt-2", v.Pre)
+		}
+		if _, err := New(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for in, want := range map[string]string{"gpt2": "gpt-2", "o200k": "gpt-4o", "deepseek-llm": "deepseek-llm"} {
+		v := &Vocab{Model: "gpt2", Pre: in, Tokens: []string{"a"}}
+		got := "(none)"
+		for _, kv := range v.Metadata() {
+			if kv.Key == "tokenizer.ggml.pre" {
+				got, _ = kv.Value.Str()
+			}
+		}
+		if got != want {
+			t.Errorf("Metadata writes pre %q for %q, want %q", got, in, want)
+		}
+	}
+}

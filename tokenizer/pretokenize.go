@@ -5,44 +5,15 @@ import (
 	"unicode/utf8"
 )
 
-// The pre-tokenizer regexes of HF tokenizer.json files, written as hand
-// scanners. Go's regexp has no look-ahead (\s+(?!\S)) and is slow here, so
-// each scanner walks the alternatives in the order the backtracking engine
+// The pre-tokenizer regexes every family applies: the four patterns most
+// vocabularies use are written as hand scanners (here), the rest run on
+// the small regex engine of regex.go (the families are in prefamilies.go).
+// Go's regexp has no look-ahead (\s+(?!\S)) and is slow here, so each
+// scanner walks the alternatives in the order the backtracking engine
 // (Oniguruma, in HF tokenizers) tries them and returns the same match.
 //
 // Every scanner returns the end of the pre-token starting at i (> i). The
 // text is valid UTF-8: Encode repairs it first.
-
-// preTokenizer is one regex family.
-type preTokenizer struct {
-	name         string
-	scan         func(s string, i int) int
-	nfc          bool // Qwen2's tokenizer.json normalizes to NFC first
-	ignoreMerges bool // HF ignore_merges: a pre-token in the vocabulary is one token
-}
-
-var (
-	preGPT2   = preTokenizer{name: "gpt2", scan: scanGPT2}
-	preLlama3 = preTokenizer{name: "llama3", scan: scanLlama3, ignoreMerges: true}
-	preQwen2  = preTokenizer{name: "qwen2", scan: scanQwen2, nfc: true}
-	preO200k  = preTokenizer{name: "o200k", scan: scanO200k, ignoreMerges: true}
-)
-
-// preTokenizers maps tokenizer.ggml.pre to a scanner the way llama.cpp
-// groups the names: names whose regex is identical share a scanner.
-var preTokenizers = map[string]preTokenizer{
-	"default":          preGPT2,
-	"gpt2":             preGPT2,
-	"llama3":           preLlama3,
-	"llama-v3":         preLlama3,
-	"llama-bpe":        preLlama3,
-	"smaug-bpe":        preLlama3,
-	"dbrx":             preLlama3, // cl100k's regex, the same as Llama 3's
-	"qwen2":            preQwen2,
-	"deepseek-r1-qwen": preQwen2,
-	"gpt-4o":           preO200k,
-	"o200k":            preO200k,
-}
 
 // Character classes of the regexes.
 const (

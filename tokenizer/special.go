@@ -9,11 +9,15 @@ import (
 // Special (added) tokens: control, user-defined and unknown tokens are
 // registered added tokens in HF, found verbatim in the raw text before any
 // normalization and matched leftmost-longest (HF's Aho-Corasick search).
+// User-defined tokens are matched even when special tokens are not parsed,
+// as HF matches its non-special added tokens and llama.cpp its
+// USER_DEFINED ones.
 
 type specialMatcher struct {
-	first [256]bool // bytes some special token starts with
-	nodes []trieNode
-	any   bool
+	first     [256]bool // bytes some special token starts with
+	firstUser [256]bool // bytes some user-defined token starts with
+	nodes     []trieNode
+	any, user bool
 }
 
 // trieNode is a node of a byte trie; children are few, so a short slice
@@ -21,6 +25,7 @@ type specialMatcher struct {
 type trieNode struct {
 	next []trieEdge
 	id   int32 // token ending here, -1 if none
+	uid  int32 // user-defined token ending here, -1 if none
 }
 
 type trieEdge struct {
@@ -29,24 +34,26 @@ type trieEdge struct {
 }
 
 func newSpecialMatcher(v *Vocab) specialMatcher {
-	m := specialMatcher{nodes: []trieNode{{id: -1}}}
+	m := specialMatcher{nodes: []trieNode{{id: -1, uid: -1}}}
 	for i, s := range v.Tokens {
 		if s == "" {
 			continue
 		}
-		switch v.Type(int32(i)) {
+		switch ty := v.Type(int32(i)); ty {
 		case TypeControl, TypeUserDefined, TypeUnknown:
-		default:
-			continue
+			m.insert(s, int32(i), ty == TypeUserDefined)
 		}
-		m.insert(s, int32(i))
 	}
 	return m
 }
 
-func (m *specialMatcher) insert(s string, id int32) {
+func (m *specialMatcher) insert(s string, id int32, user bool) {
 	m.any = true
 	m.first[s[0]] = true
+	if user {
+		m.user = true
+		m.firstUser[s[0]] = true
+	}
 	n := int32(0)
 outer:
 	for i := 0; i < len(s); i++ {
@@ -56,27 +63,35 @@ outer:
 				continue outer
 			}
 		}
-		m.nodes = append(m.nodes, trieNode{id: -1})
+		m.nodes = append(m.nodes, trieNode{id: -1, uid: -1})
 		child := int32(len(m.nodes) - 1)
 		m.nodes[n].next = append(m.nodes[n].next, trieEdge{s[i], child})
 		n = child
 	}
-	if m.nodes[n].id < 0 { // the lowest id wins for duplicated texts
+	// The lowest id wins for duplicated texts.
+	if m.nodes[n].id < 0 {
 		m.nodes[n].id = id
+	}
+	if user && m.nodes[n].uid < 0 {
+		m.nodes[n].uid = id
 	}
 }
 
-// match returns the end and id of the longest special token starting at
-// s[i], or end 0.
-func (m *specialMatcher) match(s string, i int) (end int, id int32) {
+// match returns the end and id of the longest special token (user-defined
+// token, when userOnly) starting at s[i], or end 0.
+func (m *specialMatcher) match(s string, i int, userOnly bool) (end int, id int32) {
 	n := int32(0)
 outer:
 	for k := i; k < len(s); k++ {
 		for _, e := range m.nodes[n].next {
 			if e.b == s[k] {
 				n = e.child
-				if m.nodes[n].id >= 0 {
-					end, id = k+1, m.nodes[n].id
+				got := m.nodes[n].id
+				if userOnly {
+					got = m.nodes[n].uid
+				}
+				if got >= 0 {
+					end, id = k+1, got
 				}
 				continue outer
 			}
@@ -90,7 +105,8 @@ outer:
 type EncodeOptions struct {
 	// ParseSpecial matches special-token strings written in the text
 	// ("<|im_start|>") as those tokens, as HF does by default. Without it
-	// the text is taken strictly literally.
+	// control tokens are taken literally; user-defined tokens are matched
+	// either way, as HF and llama.cpp match them.
 	ParseSpecial bool
 	// AddSpecial adds BOS and EOS as the vocabulary's AddBOS and AddEOS ask
 	// (HF's add_special_tokens).
@@ -115,13 +131,18 @@ func (t *Tokenizer) EncodeWith(text string, o EncodeOptions) []int32 {
 	}
 	st := statePool.Get().(*encState)
 	start := 0
-	if o.ParseSpecial && t.special.any {
-		m := &t.special
+	m := &t.special
+	userOnly := !o.ParseSpecial
+	if m.any && (!userOnly || m.user) {
+		first := &m.first
+		if userOnly {
+			first = &m.firstUser
+		}
 		for i := 0; i < len(text); i++ {
-			if !m.first[text[i]] {
+			if !first[text[i]] {
 				continue
 			}
-			end, id := m.match(text, i)
+			end, id := m.match(text, i, userOnly)
 			if end == 0 {
 				continue
 			}
@@ -150,14 +171,19 @@ func (t *Tokenizer) encodeSegment(st *encState, seg string, dst []int32) []int32
 	if t.nfc && !isASCII(seg) {
 		seg = norm.NFC.String(seg)
 	}
-	scan := t.pre.scan
-	for i := 0; i < len(seg); {
-		j := scan(seg, i)
-		if j <= i || j > len(seg) { // defensive: a scanner must advance
-			j = i + 1
+	if scan := t.pre.scan; scan != nil {
+		for i := 0; i < len(seg); {
+			j := scan(seg, i)
+			if j <= i || j > len(seg) { // defensive: a scanner must advance
+				j = i + 1
+			}
+			dst = t.encodeBytePiece(st, seg[i:j], dst)
+			i = j
 		}
-		dst = t.encodeBytePiece(st, seg[i:j], dst)
-		i = j
+		return dst
+	}
+	for _, sp := range t.pre.split(st, seg) {
+		dst = t.encodeBytePiece(st, seg[sp.start:sp.end], dst)
 	}
 	return dst
 }

@@ -193,27 +193,38 @@ func TestPiece(t *testing.T) {
 	}
 }
 
+// TestLiteralMode: without special parsing, control tokens written in the
+// text are taken literally, but user-defined tokens (Qwen3's <think>,
+// non-special added tokens in HF) are still matched, as HF and llama.cpp
+// match them.
 func TestLiteralMode(t *testing.T) {
 	cases := []struct {
 		vocab, text string
 		special     int32
+		user        bool // the token is user-defined: matched in both modes
 	}{
-		{"qwen3", "<|im_start|>user\nhi<|im_end|>", 151644},
-		{"qwen3", "<think>x</think>", 151667},
-		{"llama3", "<|begin_of_text|>Hello", 128000},
-		{"gptoss", "<|endoftext|>", 199999},
-		{"mistral", "</s>", 2},
+		{"qwen3", "<|im_start|>user\nhi<|im_end|>", 151644, false},
+		{"qwen3", "<think>x</think>", 151667, true},
+		{"llama3", "<|begin_of_text|>Hello", 128000, false},
+		{"gptoss", "<|endoftext|>", 199999, false},
+		{"mistral", "</s>", 2, false},
 	}
 	for _, c := range cases {
 		tk := loadTokenizer(t, c.vocab)
+		if ty := tk.Vocab().Type(c.special); (ty == TypeUserDefined) != c.user {
+			t.Fatalf("%s: token %d has type %d", c.vocab, c.special, ty)
+		}
 		parsed := tk.Encode(c.text)
 		if !slices.Contains(parsed, c.special) {
 			t.Errorf("%s Encode(%q) = %v, want it to contain %d", c.vocab, c.text, parsed, c.special)
 		}
 		lit := tk.EncodeWith(c.text, EncodeOptions{})
+		if c.user && !slices.Equal(lit, parsed) {
+			t.Errorf("%s literal Encode(%q) = %v, want %v: user-defined tokens match in both modes", c.vocab, c.text, lit, parsed)
+		}
 		for _, id := range lit {
-			if ty := tk.Vocab().Type(id); ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown {
-				t.Errorf("%s literal Encode(%q) = %v holds special token %d", c.vocab, c.text, lit, id)
+			if ty := tk.Vocab().Type(id); ty == TypeControl || ty == TypeUnknown {
+				t.Errorf("%s literal Encode(%q) = %v holds control token %d", c.vocab, c.text, lit, id)
 			}
 		}
 		if got := tk.Decode(lit); got != c.text {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -25,7 +24,7 @@ const (
 // Vocab is a vocabulary as GGUF stores it under tokenizer.ggml.*.
 type Vocab struct {
 	Model  string    // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece-style BPE)
-	Pre    string    // tokenizer.ggml.pre: "default", "gpt2", "llama-bpe", "qwen2", "gpt-4o", ...
+	Pre    string    // tokenizer.ggml.pre: "default", "gpt-2", "llama-bpe", "qwen2", "gpt-4o", ... (prefamilies.go)
 	Tokens []string  // tokenizer.ggml.tokens
 	Types  []int32   // tokenizer.ggml.token_type (nil: all normal)
 	Scores []float32 // tokenizer.ggml.scores (may be nil)
@@ -175,9 +174,9 @@ func New(v *Vocab) (*Tokenizer, error) {
 	switch v.Model {
 	case "gpt2":
 		t.kind = kindByteBPE
-		p, ok := preTokenizers[v.Pre]
-		if !ok {
-			return nil, fmt.Errorf("tokenizer: unknown pre-tokenizer %q (tokenizer.ggml.pre); known: %s", v.Pre, knownPre())
+		p, err := lookupPre(v.Pre)
+		if err != nil {
+			return nil, err
 		}
 		t.pre = p
 		t.nfc = p.nfc
@@ -444,13 +443,4 @@ func scoreRank(s float32) uint32 {
 		b |= 0x80000000
 	}
 	return ^b
-}
-
-func knownPre() string {
-	names := make([]string, 0, len(preTokenizers))
-	for k := range preTokenizers {
-		names = append(names, fmt.Sprintf("%q", k))
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
 }

@@ -41,8 +41,8 @@ const maxJSONLLine = 64 << 20
 func tokenizeWith(stdin io.Reader, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("tokenize", "tokenize [-m FILE] [--jsonl] [--literal] [--add-special] [TEXT | stdin]")
 	model := fs.String("m", "", "GGUF model or vocabulary file (default: the built-in "+models.DefaultName+" model's vocabulary)")
-	jsonl := fs.Bool("jsonl", false, `read {"text": "..."} lines on stdin, write {"ids": [...]} lines (no special tokens added, none parsed)`)
-	literal := fs.Bool("literal", false, "take special-token strings in the text literally instead of matching them")
+	jsonl := fs.Bool("jsonl", false, `read {"text": "..."} lines on stdin, write {"ids": [...]} lines; --literal and --add-special apply as in the plain mode`)
+	literal := fs.Bool("literal", false, "take control-token strings in the text literally instead of matching them (user-defined tokens still match, as in llama.cpp and HF)")
 	addSpecial := fs.Bool("add-special", false, "add BOS/EOS as the vocabulary asks")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -53,6 +53,9 @@ func tokenizeWith(stdin io.Reader, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer f.Close()
+	// One rule in both modes: special tokens are matched unless --literal,
+	// as HF's encode does.
+	opts := tokenizer.EncodeOptions{ParseSpecial: !*literal, AddSpecial: *addSpecial}
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
 	if *jsonl {
@@ -67,7 +70,7 @@ func tokenizeWith(stdin io.Reader, args []string, stdout, stderr io.Writer) erro
 			if err := json.Unmarshal(sc.Bytes(), &in); err != nil || in.Text == nil {
 				return fmt.Errorf(`stdin line %d: want {"text": "..."}`, line)
 			}
-			ids := tok.EncodeWith(*in.Text, tokenizer.EncodeOptions{})
+			ids := tok.EncodeWith(*in.Text, opts)
 			if ids == nil {
 				ids = []int32{}
 			}
@@ -87,7 +90,7 @@ func tokenizeWith(stdin io.Reader, args []string, stdout, stderr io.Writer) erro
 		}
 		text = string(b)
 	}
-	ids := tok.EncodeWith(text, tokenizer.EncodeOptions{ParseSpecial: !*literal, AddSpecial: *addSpecial})
+	ids := tok.EncodeWith(text, opts)
 	for _, id := range ids {
 		fmt.Fprintf(out, "%8d  %q\n", id, tok.Decode([]int32{id}))
 	}
