@@ -13,6 +13,7 @@ import (
 
 	"ringlm/gguf"
 	"ringlm/quant"
+	"ringlm/tokenizer"
 )
 
 // Archs are the architectures whose files Run quantizes: those ringlm
@@ -166,9 +167,15 @@ func outputKVs(in []gguf.KV, mix Mix) []gguf.KV {
 	drop := []string{"general.quantization_version", "general.file_type", "split.no", "split.count", "split.tensors.count"}
 	var out []gguf.KV
 	for _, kv := range in {
-		if !slices.Contains(drop, kv.Key) {
-			out = append(out, kv)
+		if slices.Contains(drop, kv.Key) {
+			continue
 		}
+		// The pre-tokenizer under the name llama.cpp writes and reads
+		// ("gpt2" in older ringlm files is llama.cpp's "gpt-2").
+		if s, ok := kv.Value.Str(); ok && kv.Key == "tokenizer.ggml.pre" {
+			kv.Value = gguf.String(tokenizer.CanonicalPre(s))
+		}
+		out = append(out, kv)
 	}
 	out = append(out, gguf.KV{Key: "general.quantization_version", Value: gguf.Uint32(2)})
 	if !mix.NoFileType {
