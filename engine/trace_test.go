@@ -360,7 +360,11 @@ func TestTraceRecord(t *testing.T) {
 	// An attached tracer serves the window and stays.
 	mine := NewTracer(1 << 14)
 	e.SetTracer(mine)
-	c := e.Record(context.Background(), 50*time.Millisecond, 0)
+	// A window of 50 ms may see no step on a loaded machine: a few tries.
+	var c Trace
+	for try := 0; try < 20 && len(c.Events) == 0; try++ {
+		c = e.Record(context.Background(), 50*time.Millisecond, 0)
+	}
 	if e.tracer.Load() != mine || len(c.Events) == 0 {
 		t.Fatalf("attached tracer: %d events, still attached %v", len(c.Events), e.tracer.Load() == mine)
 	}
