@@ -32,6 +32,13 @@ func writeModel(t *testing.T, o Options) (*gguf.Writer, string) {
 func TestRoundTripTiny(t *testing.T) {
 	for _, arch := range Archs {
 		for _, typ := range Types() {
+			// The layout is the architecture's and the bytes the codec's
+			// (package quant pins those): every type on llama, the plain
+			// types and Q8_0 on the others, which keeps the race-detector
+			// run of make test short.
+			if info, _ := typ.Info(); arch != "llama" && info.BlockSize > 1 && typ != gguf.TypeQ8_0 {
+				continue
+			}
 			t.Run(arch+"/"+typ.String(), func(t *testing.T) {
 				s, err := Lookup("tiny", arch)
 				if err != nil {
