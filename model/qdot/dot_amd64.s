@@ -400,12 +400,96 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
 	CONSTS32
 	BLOCKS32(Q41INT, 20, 4, NONE, MIN8(20), NONE, MIN1)
 
+// ------------------------------------------- the FMA-lane 32-blocks
+//
+// ggml's AVX2 order (lanes.go): per block, the eight int32 lanes of
+// VPMADDUBSW+VPMADDWD turned to float and fused-multiply-added with the
+// block's d into one of four accumulators Y0-Y3 (block b into b mod 4);
+// FOLDLANES adds them up. Y14 int16 ones, Y13 0x0F bytes; a block takes
+// Y8-Y10 and X4.
+
+// FMALANE(doff, k, ACC): ACC += (F16 at doff(SI) · dy[k]) · float(Y8).
+#define FMALANE(doff, k, ACC) \
+	VCVTDQ2PS Y8, Y8; \
+	F16X1(doff, X9); \
+	VMULSS 4*k(DX), X9, X9; \
+	VBROADCASTSS X9, Y9; \
+	VFMADD231PS Y9, Y8, ACC
+
+// FOLDLANES: X0[0] = ((Y0+Y1)+(Y2+Y3)) folded as hsum_float_8.
+#define FOLDLANES \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVHLPS X0, X0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVSHDUP X0, X1; \
+	VADDSS X1, X0, X0
+
+// Q50LANES(k, ACC): block k of Q5_0. The fifth bit clear makes the byte's
+// high nibble 0xF: the signed byte is q5-16 (ggml's bytes_from_bits_32
+// and andnot). Y12 = spreadQH, Y11 = 1,2,4,…,128 repeated, Y7 = 0xF0
+// bytes.
+#define Q50LANES(k, ACC) \
+	VPBROADCASTD 22*k+2(SI), Y9; \
+	VPSHUFB Y12, Y9, Y9; \
+	VPAND Y11, Y9, Y9; \
+	VPCMPEQB Y11, Y9, Y9; \
+	VPANDN Y7, Y9, Y9; \
+	NIB16(22*k+6, Y8, X8); \
+	VPOR Y9, Y8, Y8; \
+	VMOVDQU 32*k(DI), Y10; \
+	VPSIGNB Y8, Y10, Y10; \
+	VPABSB Y8, Y8; \
+	VPMADDUBSW Y10, Y8, Y8; \
+	VPMADDWD Y14, Y8, Y8; \
+	FMALANE(22*k, k, ACC)
+
 // func dotQ5_0AVX2(w *byte, v *view, nb int) float32
 TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
 	LOAD_ARGS
 	CONSTS32
-	Q5CONSTS
-	BLOCKS32(Q50INT, 22, 2, OFFSET8(4), DXDY8(22), OFFSET1(4), DXDY1)
+	VMOVDQU spreadQH<>(SB), Y12
+	MOVQ $0x8040201008040201, AX
+	MOVQ AX, X11
+	VPBROADCASTQ X11, Y11
+	BCAST32(0xf0f0f0f0, Y7, X7)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop4:
+	CMPQ CX, $4
+	JLT  tail
+	Q50LANES(0, Y0)
+	Q50LANES(1, Y1)
+	Q50LANES(2, Y2)
+	Q50LANES(3, Y3)
+	ADDQ $4*22, SI
+	ADDQ $4*32, DI
+	ADDQ $4*4, DX
+	SUBQ $4, CX
+	JMP  loop4
+
+tail:
+	TESTQ CX, CX
+	JZ    done
+	Q50LANES(0, Y0)
+	CMPQ  CX, $2
+	JLT   done
+	Q50LANES(1, Y1)
+	CMPQ  CX, $3
+	JLT   done
+	Q50LANES(2, Y2)
+
+done:
+	FOLDLANES
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
 
 // func dotQ5_1AVX2(w *byte, v *view, nb int) float32
 TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
