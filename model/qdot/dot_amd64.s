@@ -416,6 +416,24 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
 	VBROADCASTSS X9, Y9; \
 	VFMADD231PS Y9, Y8, ACC
 
+// DX4(bb): the scales d = dx·dy of the next four blocks (bb bytes each, the
+// F16 dx at their start) to the frame's d0-d3, one conversion for four.
+#define DX4(bb) \
+	MOVWLZX (SI), AX; \
+	VMOVD AX, X9; \
+	VPINSRW $1, bb(SI), X9, X9; \
+	VPINSRW $2, 2*bb(SI), X9, X9; \
+	VPINSRW $3, 3*bb(SI), X9, X9; \
+	VCVTPH2PS X9, X9; \
+	VMULPS (DX), X9, X9; \
+	VMOVUPS X9, d0-16(SP)
+
+// FMAD4(k, ACC): ACC += d_k · float(Y8), d_k from DX4.
+#define FMAD4(k, ACC) \
+	VCVTDQ2PS Y8, Y8; \
+	VBROADCASTSS d0-16+4*k(SP), Y9; \
+	VFMADD231PS Y9, Y8, ACC
+
 // FOLDLANES: X0[0] = ((Y0+Y1)+(Y2+Y3)) folded as hsum_float_8.
 #define FOLDLANES \
 	VADDPS Y1, Y0, Y0; \
@@ -428,11 +446,21 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
 	VMOVSHDUP X0, X1; \
 	VADDSS X1, X0, X0
 
-// Q50LANES(k, ACC): block k of Q5_0. The fifth bit clear makes the byte's
+// Q50LANES(k, ACC): block k of Q5_0, its scale converted alone (the
+// tail); Q50LANES4 takes it from DX4. The fifth bit clear makes the byte's
 // high nibble 0xF: the signed byte is q5-16 (ggml's bytes_from_bits_32
 // and andnot). Y12 = spreadQH, Y11 = 1,2,4,…,128 repeated, Y7 = 0xF0
 // bytes.
 #define Q50LANES(k, ACC) \
+	Q50INT8(k); \
+	FMALANE(22*k, k, ACC)
+
+#define Q50LANES4(k, ACC) \
+	Q50INT8(k); \
+	FMAD4(k, ACC)
+
+// Q50INT8(k): Y8 = the eight int32 lanes of block k.
+#define Q50INT8(k) \
 	VPBROADCASTD 22*k+2(SI), Y9; \
 	VPSHUFB Y12, Y9, Y9; \
 	VPAND Y11, Y9, Y9; \
@@ -444,11 +472,10 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
 	VPSIGNB Y8, Y10, Y10; \
 	VPABSB Y8, Y8; \
 	VPMADDUBSW Y10, Y8, Y8; \
-	VPMADDWD Y14, Y8, Y8; \
-	FMALANE(22*k, k, ACC)
+	VPMADDWD Y14, Y8, Y8
 
 // func dotQ5_0AVX2(w *byte, v *view, nb int) float32
-TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $16-28
 	LOAD_ARGS
 	CONSTS32
 	VMOVDQU spreadQH<>(SB), Y12
@@ -464,10 +491,11 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
 loop4:
 	CMPQ CX, $4
 	JLT  tail
-	Q50LANES(0, Y0)
-	Q50LANES(1, Y1)
-	Q50LANES(2, Y2)
-	Q50LANES(3, Y3)
+	DX4(22)
+	Q50LANES4(0, Y0)
+	Q50LANES4(1, Y1)
+	Q50LANES4(2, Y2)
+	Q50LANES4(3, Y3)
 	ADDQ $4*22, SI
 	ADDQ $4*32, DI
 	ADDQ $4*4, DX
