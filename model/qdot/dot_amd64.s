@@ -28,6 +28,14 @@ DATA spreadQH<>+16(SB)/8, $0x0202020202020202
 DATA spreadQH<>+24(SB)/8, $0x0303030303030303
 GLOBL spreadQH<>(SB), RODATA|NOPTR, $32
 
+// nibShift: dword shifts 0 (low 128 bits) and 4 (high), for the low and
+// high nibbles of 16 bytes read into both halves.
+DATA nibShift<>+0(SB)/8, $0
+DATA nibShift<>+8(SB)/8, $0
+DATA nibShift<>+16(SB)/8, $0x0000000400000004
+DATA nibShift<>+24(SB)/8, $0x0000000400000004
+GLOBL nibShift<>(SB), RODATA|NOPTR, $32
+
 // q6kOrder puts Q6_K's sixteen int8 scales in the order 0,2,1,3, 4,6,5,7,
 // … so that, widened to int16, dword i holds the pair of scales that
 // VPMADDWD needs against two interleaved sub-blocks (see LANES).
@@ -447,10 +455,7 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
 	VADDSS X1, X0, X0
 
 // Q50LANES(k, ACC): block k of Q5_0, its scale converted alone (the
-// tail); Q50LANES4 takes it from DX4. The fifth bit clear makes the byte's
-// high nibble 0xF: the signed byte is q5-16 (ggml's bytes_from_bits_32
-// and andnot). Y12 = spreadQH, Y11 = 1,2,4,…,128 repeated, Y7 = 0xF0
-// bytes.
+// tail); Q50LANES4 takes it from DX4.
 #define Q50LANES(k, ACC) \
 	Q50INT8(k); \
 	FMALANE(22*k, k, ACC)
@@ -459,19 +464,23 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
 	Q50INT8(k); \
 	FMAD4(k, ACC)
 
-// Q50INT8(k): Y8 = the eight int32 lanes of block k.
+// Q50INT8(k): Y8 = the eight int32 lanes of block k: the unsigned q5
+// (nibble, and 0x10 where the fifth bit is set) times the quants, less
+// 16·(the pair's quants) from Acts.pair (R9) for the offset. The 16 bytes
+// of nibbles are read into both halves and shifted by 0 and 4 (Y6).
+// Y12 = spreadQH, Y11 = 1,2,4,…,128 repeated, Y7 = 0x10 bytes.
 #define Q50INT8(k) \
 	VPBROADCASTD 22*k+2(SI), Y9; \
 	VPSHUFB Y12, Y9, Y9; \
 	VPAND Y11, Y9, Y9; \
 	VPCMPEQB Y11, Y9, Y9; \
-	VPANDN Y7, Y9, Y9; \
-	NIB16(22*k+6, Y8, X8); \
+	VPAND Y7, Y9, Y9; \
+	VBROADCASTI128 22*k+6(SI), Y8; \
+	VPSRLVD Y6, Y8, Y8; \
+	VPAND Y13, Y8, Y8; \
 	VPOR Y9, Y8, Y8; \
-	VMOVDQU 32*k(DI), Y10; \
-	VPSIGNB Y8, Y10, Y10; \
-	VPABSB Y8, Y8; \
-	VPMADDUBSW Y10, Y8, Y8; \
+	VPMADDUBSW 32*k(DI), Y8, Y8; \
+	VPSUBW 32*k(R9), Y8, Y8; \
 	VPMADDWD Y14, Y8, Y8
 
 // func dotQ5_0AVX2(w *byte, v *view, nb int) float32
@@ -482,7 +491,9 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $16-28
 	MOVQ $0x8040201008040201, AX
 	MOVQ AX, X11
 	VPBROADCASTQ X11, Y11
-	BCAST32(0xf0f0f0f0, Y7, X7)
+	BCAST32(0x10101010, Y7, X7)
+	MOVQ 32(BX), R9
+	VMOVDQU nibShift<>(SB), Y6
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -498,6 +509,7 @@ loop4:
 	Q50LANES4(3, Y3)
 	ADDQ $4*22, SI
 	ADDQ $4*32, DI
+	ADDQ $4*32, R9
 	ADDQ $4*4, DX
 	SUBQ $4, CX
 	JMP  loop4
