@@ -7,8 +7,9 @@ import (
 )
 
 // The 32-element block types against Q8_0 (Q8_1 for the ones with a min).
-// Each kernel sums its blocks' contributions in order into one float32,
-// each contribution formed as in ggml's generic kernel for the type.
+// Each kernel but Q5_0's sums its blocks' contributions in order into one
+// float32, each contribution formed as in ggml's generic kernel for the
+// type; Q5_0's sums in float lanes (lanes.go).
 
 func init() {
 	register(gguf.TypeQ4_0, gguf.TypeQ8_0, dotQ4_0)

@@ -5,7 +5,7 @@
 // product is a sum over blocks of an int8·int8 integer dot product times
 // the blocks' scales.
 //
-// The arithmetic of every kernel is that of ggml's reference
+// The arithmetic of every kernel but Q5_0 is that of ggml's reference
 // ggml_vec_dot_<type>_q8_<act>_generic (ggml-cpu/quants.c): the integer
 // parts exactly, the float parts in the same order of operations (which
 // product is formed first, how the blocks' contributions are summed: in
@@ -13,6 +13,10 @@
 // lanes, lane l taking the elements whose index is l mod 8, for Q3_K to
 // Q6_K). One difference: ggml's C may be compiled with a*b+c contracted to
 // a fused multiply-add; here every product is rounded before it is added.
+// Q5_0 follows ggml's AVX2 kernel instead (lanes.go: eight float lanes
+// per block, fused multiply-adds into four accumulators), because the
+// in-order scalar sum made it the slowest part of a Q4_K_M decode, where
+// most matrices of Qwen's width fall back to Q5_0.
 //
 // Each kernel exists in Go and, on amd64, in AVX2 assembly; the two give
 // the same bits for every input (the tests compare them on random rows of
