@@ -93,6 +93,7 @@ func benchDecode(b *testing.B, m *Model, batch int) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
 		for j := range seqs {
 			seqs[j].Pos = 4 + i%100
@@ -103,6 +104,7 @@ func benchDecode(b *testing.B, m *Model, batch int) {
 		}
 	}
 	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/float64(b.N), "cpu-ms/step")
 	b.ReportMetric(float64(batch)/sec, "tok/s")
 	b.ReportMetric(float64(m.WeightBytes())/sec/1e9, "weightGB/s")
 	b.ReportMetric(sec*1e3, "ms/step")
@@ -125,6 +127,26 @@ func BenchmarkDecodeQwen05BF16(b *testing.B) {
 		b.Skip("1 GB model")
 	}
 	benchDecode(b, benchModel(b, "qwen2.5-0.5b", "", gguf.TypeF16), 1)
+}
+
+// BenchmarkDecodeFile: batch-1 decode steps of the GGUF file named by
+// RINGLM_BENCH_GGUF (skipped without it), for models synth writes no
+// preset of, or mixes such as Q4_K_M (ringlm synth --type Q4_K_M).
+func BenchmarkDecodeFile(b *testing.B) {
+	path := os.Getenv("RINGLM_BENCH_GGUF")
+	if path == "" {
+		b.Skip("RINGLM_BENCH_GGUF names no file")
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	m, err := Load(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run(filepath.Base(path), func(b *testing.B) { benchDecode(b, m, 1) })
 }
 
 // qwen05Bench loads a Qwen2.5-0.5B-shaped model (a 1 GB file written once

@@ -201,6 +201,10 @@ func (p *pool) matmulInt8(out []float32, m *Matrix, x []float32, n int) {
 		}
 	})
 	p.parallelRows(rows, cols*n, func(lo, hi int) {
+		if n == 1 { // the same bits as the loop below
+			m.kern.DotRows(out[lo:hi], m.Data[lo*m.rowBytes:hi*m.rowBytes], &acts[0])
+			return
+		}
 		for r := lo; r < hi; r++ {
 			w := m.Data[r*m.rowBytes : (r+1)*m.rowBytes]
 			for t := range acts {

@@ -23,8 +23,10 @@ type Acts struct {
 	s   []float32 // Q8_1: d·Σq per block, rounded to F16
 	// sums holds Σq per 32-block (Q8_0) or per 16 (Q8_K, ggml's bsums).
 	sums []int16
-	// For the assembly kernels (Q8_K only): qp is q with each 16 reordered
-	// as 0,8,1,9,…,7,15, and pair[i] = 32·(qp[2i]+qp[2i+1]).
+	// For the assembly kernels: Q8_K's qp is q with each 16 reordered as
+	// 0,8,1,9,…,7,15, and pair[i] = 32·(qp[2i]+qp[2i+1]); Q8_0's pair[i]
+	// = 16·(q[2i]+q[2i+1]), the offset of Q5_0's quants (q5-16) against
+	// each pair of activations, so that the kernel multiplies unsigned q5.
 	qp   []int8
 	pair []int16
 	v    view
@@ -73,6 +75,12 @@ func (a *Acts) Quantize(t gguf.Type, x []float32) {
 		for b := range nb {
 			a.d[b], a.sums[b], _ = quantize32(a.q[32*b:32*b+32], x[32*b:32*b+32])
 		}
+		if useAVX2 {
+			a.pair = grow(a.pair, n/2)
+			for i := range a.pair {
+				a.pair[i] = 16 * (int16(a.q[2*i]) + int16(a.q[2*i+1]))
+			}
+		}
 	case gguf.TypeQ8_1:
 		a.s = grow(a.s, nb)
 		for b := range nb {
@@ -100,6 +108,9 @@ func (a *Acts) Quantize(t gguf.Type, x []float32) {
 	}
 	if t == gguf.TypeQ8_K && useAVX2 {
 		a.v.q, a.v.pair = &a.qp[0], &a.pair[0]
+	}
+	if t == gguf.TypeQ8_0 && useAVX2 {
+		a.v.pair = &a.pair[0]
 	}
 }
 

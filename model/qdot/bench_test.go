@@ -14,7 +14,7 @@ func BenchmarkDot(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, typ := range Types() {
 		k := For(typ)
-		for _, cols := range []int{2048, 8192} {
+		for _, cols := range []int{896, 2048, 4864, 8192} {
 			nb := blocksFor(typ, cols)
 			rowBytes := nb * k.bytes
 			rows := (32 << 20) / rowBytes

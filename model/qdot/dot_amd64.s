@@ -28,6 +28,14 @@ DATA spreadQH<>+16(SB)/8, $0x0202020202020202
 DATA spreadQH<>+24(SB)/8, $0x0303030303030303
 GLOBL spreadQH<>(SB), RODATA|NOPTR, $32
 
+// nibShift: dword shifts 0 (low 128 bits) and 4 (high), for the low and
+// high nibbles of 16 bytes read into both halves.
+DATA nibShift<>+0(SB)/8, $0
+DATA nibShift<>+8(SB)/8, $0
+DATA nibShift<>+16(SB)/8, $0x0000000400000004
+DATA nibShift<>+24(SB)/8, $0x0000000400000004
+GLOBL nibShift<>(SB), RODATA|NOPTR, $32
+
 // q6kOrder puts Q6_K's sixteen int8 scales in the order 0,2,1,3, 4,6,5,7,
 // … so that, widened to int16, dword i holds the pair of scales that
 // VPMADDWD needs against two interleaved sub-blocks (see LANES).
@@ -400,12 +408,128 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
 	CONSTS32
 	BLOCKS32(Q41INT, 20, 4, NONE, MIN8(20), NONE, MIN1)
 
+// ------------------------------------------- the FMA-lane 32-blocks
+//
+// ggml's AVX2 order (lanes.go): per block, the eight int32 lanes of
+// VPMADDUBSW+VPMADDWD turned to float and fused-multiply-added with the
+// block's d into one of four accumulators Y0-Y3 (block b into b mod 4);
+// FOLDLANES adds them up. Y14 int16 ones, Y13 0x0F bytes; a block takes
+// Y8-Y10 and X4.
+
+// FMALANE(doff, k, ACC): ACC += (F16 at doff(SI) · dy[k]) · float(Y8).
+#define FMALANE(doff, k, ACC) \
+	VCVTDQ2PS Y8, Y8; \
+	F16X1(doff, X9); \
+	VMULSS 4*k(DX), X9, X9; \
+	VBROADCASTSS X9, Y9; \
+	VFMADD231PS Y9, Y8, ACC
+
+// DX4(bb): the scales d = dx·dy of the next four blocks (bb bytes each, the
+// F16 dx at their start) to the frame's d0-d3, one conversion for four.
+#define DX4(bb) \
+	MOVWLZX (SI), AX; \
+	VMOVD AX, X9; \
+	VPINSRW $1, bb(SI), X9, X9; \
+	VPINSRW $2, 2*bb(SI), X9, X9; \
+	VPINSRW $3, 3*bb(SI), X9, X9; \
+	VCVTPH2PS X9, X9; \
+	VMULPS (DX), X9, X9; \
+	VMOVUPS X9, d0-16(SP)
+
+// FMAD4(k, ACC): ACC += d_k · float(Y8), d_k from DX4.
+#define FMAD4(k, ACC) \
+	VCVTDQ2PS Y8, Y8; \
+	VBROADCASTSS d0-16+4*k(SP), Y9; \
+	VFMADD231PS Y9, Y8, ACC
+
+// FOLDLANES: X0[0] = ((Y0+Y1)+(Y2+Y3)) folded as hsum_float_8.
+#define FOLDLANES \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVHLPS X0, X0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVSHDUP X0, X1; \
+	VADDSS X1, X0, X0
+
+// Q50LANES(k, ACC): block k of Q5_0, its scale converted alone (the
+// tail); Q50LANES4 takes it from DX4.
+#define Q50LANES(k, ACC) \
+	Q50INT8(k); \
+	FMALANE(22*k, k, ACC)
+
+#define Q50LANES4(k, ACC) \
+	Q50INT8(k); \
+	FMAD4(k, ACC)
+
+// Q50INT8(k): Y8 = the eight int32 lanes of block k: the unsigned q5
+// (nibble, and 0x10 where the fifth bit is set) times the quants, less
+// 16·(the pair's quants) from Acts.pair (R9) for the offset. The 16 bytes
+// of nibbles are read into both halves and shifted by 0 and 4 (Y6).
+// Y12 = spreadQH, Y11 = 1,2,4,…,128 repeated, Y7 = 0x10 bytes.
+#define Q50INT8(k) \
+	VPBROADCASTD 22*k+2(SI), Y9; \
+	VPSHUFB Y12, Y9, Y9; \
+	VPAND Y11, Y9, Y9; \
+	VPCMPEQB Y11, Y9, Y9; \
+	VPAND Y7, Y9, Y9; \
+	VBROADCASTI128 22*k+6(SI), Y8; \
+	VPSRLVD Y6, Y8, Y8; \
+	VPAND Y13, Y8, Y8; \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW 32*k(DI), Y8, Y8; \
+	VPSUBW 32*k(R9), Y8, Y8; \
+	VPMADDWD Y14, Y8, Y8
+
 // func dotQ5_0AVX2(w *byte, v *view, nb int) float32
-TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $16-28
 	LOAD_ARGS
 	CONSTS32
-	Q5CONSTS
-	BLOCKS32(Q50INT, 22, 2, OFFSET8(4), DXDY8(22), OFFSET1(4), DXDY1)
+	VMOVDQU spreadQH<>(SB), Y12
+	MOVQ $0x8040201008040201, AX
+	MOVQ AX, X11
+	VPBROADCASTQ X11, Y11
+	BCAST32(0x10101010, Y7, X7)
+	MOVQ 32(BX), R9
+	VMOVDQU nibShift<>(SB), Y6
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop4:
+	CMPQ CX, $4
+	JLT  tail
+	DX4(22)
+	Q50LANES4(0, Y0)
+	Q50LANES4(1, Y1)
+	Q50LANES4(2, Y2)
+	Q50LANES4(3, Y3)
+	ADDQ $4*22, SI
+	ADDQ $4*32, DI
+	ADDQ $4*32, R9
+	ADDQ $4*4, DX
+	SUBQ $4, CX
+	JMP  loop4
+
+tail:
+	TESTQ CX, CX
+	JZ    done
+	Q50LANES(0, Y0)
+	CMPQ  CX, $2
+	JLT   done
+	Q50LANES(1, Y1)
+	CMPQ  CX, $3
+	JLT   done
+	Q50LANES(2, Y2)
+
+done:
+	FOLDLANES
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
 
 // func dotQ5_1AVX2(w *byte, v *view, nb int) float32
 TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28

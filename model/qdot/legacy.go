@@ -7,8 +7,9 @@ import (
 )
 
 // The 32-element block types against Q8_0 (Q8_1 for the ones with a min).
-// Each kernel sums its blocks' contributions in order into one float32,
-// each contribution formed as in ggml's generic kernel for the type.
+// Each kernel but Q5_0's sums its blocks' contributions in order into one
+// float32, each contribution formed as in ggml's generic kernel for the
+// type; Q5_0's sums in float lanes (lanes.go).
 
 func init() {
 	register(gguf.TypeQ4_0, gguf.TypeQ8_0, dotQ4_0)
@@ -115,15 +116,22 @@ func sum5(qhb, qs []byte, q []int8, offset int32) int32 {
 }
 
 // Q5_0: d (F16), qh (4 bytes: bit j is element j's fifth bit), nibbles as
-// Q4_0; value d·(q-16).
+// Q4_0; value d·(q-16). Summed in the order of ggml's AVX2 kernel
+// (ggml_vec_dot_q5_0_q8_0, arch/x86), not its generic one: lanes8x4.
 func dotQ5_0(w []byte, a *Acts) float32 {
-	var sumf float32
+	var acc [4][8]float32
 	for b := range a.n / 32 {
 		blk := w[22*b : 22*b+22]
-		sumi := sum5(blk[2:6], blk[6:22], a.q[32*b:], 16)
-		sumf += float32(float32(f16(blk)*a.d[b]) * float32(sumi))
+		qh, qs, q := u32(blk[2:6]), blk[6:22], a.q[32*b:32*b+32]
+		var lanes [8]int32
+		for j := range 16 {
+			lo, hi := fifth(qh, qs, j)
+			lanes[j/4] += (lo - 16) * int32(q[j])
+			lanes[4+j/4] += (hi - 16) * int32(q[j+16])
+		}
+		fmaLanes(&acc[b%4], f16(blk)*a.d[b], &lanes)
 	}
-	return sumf
+	return foldLanes(&acc)
 }
 
 // Q5_1: d, m (F16), qh, nibbles; value d·q + m.

@@ -5,7 +5,7 @@
 // product is a sum over blocks of an int8·int8 integer dot product times
 // the blocks' scales.
 //
-// The arithmetic of every kernel is that of ggml's reference
+// The arithmetic of every kernel but Q5_0 is that of ggml's reference
 // ggml_vec_dot_<type>_q8_<act>_generic (ggml-cpu/quants.c): the integer
 // parts exactly, the float parts in the same order of operations (which
 // product is formed first, how the blocks' contributions are summed: in
@@ -13,6 +13,10 @@
 // lanes, lane l taking the elements whose index is l mod 8, for Q3_K to
 // Q6_K). One difference: ggml's C may be compiled with a*b+c contracted to
 // a fused multiply-add; here every product is rounded before it is added.
+// Q5_0 follows ggml's AVX2 kernel instead (lanes.go: eight float lanes
+// per block, fused multiply-adds into four accumulators), because the
+// in-order scalar sum made it the slowest part of a Q4_K_M decode, where
+// most matrices of Qwen's width fall back to Q5_0.
 //
 // Each kernel exists in Go and, on amd64, in AVX2 assembly; the two give
 // the same bits for every input (the tests compare them on random rows of
@@ -44,6 +48,7 @@ type Kernel struct {
 	bytes       int // bytes per weight block
 	goDot       func(w []byte, a *Acts) float32
 	asmDot      func(w []byte, a *Acts) float32 // nil where there is no assembly kernel
+	asm         asmKernel                       // what asmDot calls
 }
 
 var kernels = map[gguf.Type]*Kernel{}
@@ -52,6 +57,7 @@ func register(weight, act gguf.Type, goDot func([]byte, *Acts) float32) {
 	info, _ := weight.Info()
 	k := &Kernel{Weight: weight, Act: act, block: int(info.BlockSize), bytes: int(info.BlockBytes), goDot: goDot}
 	if f := asmKernels[weight]; f != nil {
+		k.asm = f
 		// Dot has checked the lengths: len(w) is nb whole blocks and the
 		// activations hold as many.
 		k.asmDot = func(w []byte, a *Acts) float32 { return f(&w[0], &a.v, len(w)/k.bytes) }
@@ -87,4 +93,28 @@ func (k *Kernel) Dot(w []byte, a *Acts) float32 {
 		return k.asmDot(w, a)
 	}
 	return k.goDot(w, a)
+}
+
+// DotRows sets out[r] to Dot(row r of w, a) for the len(out) rows of w,
+// each of the same bytes; the same bits as Dot, with its checks made
+// once, not per row (a decode step calls a kernel some 450,000 times).
+func (k *Kernel) DotRows(out []float32, w []byte, a *Acts) {
+	rb := a.n / k.block * k.bytes
+	if a.typ != k.Act || len(w) != len(out)*rb {
+		panic(fmt.Sprintf("qdot: %d %s rows in %d bytes against %s activations of %d elements", len(out), k.Weight, len(w), a.typ, a.n))
+	}
+	if a.n == 0 {
+		clear(out)
+		return
+	}
+	if useAVX2 && k.asm != nil {
+		nb := a.n / k.block
+		for r := range out {
+			out[r] = k.asm(&w[r*rb], &a.v, nb)
+		}
+		return
+	}
+	for r := range out {
+		out[r] = k.goDot(w[r*rb:(r+1)*rb], a)
+	}
 }

@@ -234,3 +234,27 @@ func TestRounding(t *testing.T) {
 		check(float32(rng.Float64()*255 - 127.5))
 	}
 }
+
+// TestDotRows: DotRows gives, row by row, Dot's bits, in the
+// implementation this process runs, for every type.
+func TestDotRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var a Acts
+	for _, typ := range Types() {
+		k := For(typ)
+		for _, cols := range testCols(typ) {
+			const rows = 5
+			nb := blocksFor(typ, cols)
+			rb := nb * k.bytes
+			w := randBlocks(rng, typ, rows*nb)
+			a.Quantize(k.Act, randActs(rng, cols))
+			out := make([]float32, rows)
+			k.DotRows(out, w, &a)
+			for r := range rows {
+				if want := k.Dot(w[r*rb:(r+1)*rb], &a); !sameFloat(out[r], want) {
+					t.Fatalf("%s cols=%d row %d: DotRows %g, Dot %g", typ, cols, r, out[r], want)
+				}
+			}
+		}
+	}
+}
