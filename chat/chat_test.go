@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-var conv = []Message{{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}}
+var conv = []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello!"}, {Role: "user", Content: "2+2?"}}
 
 func TestRender(t *testing.T) {
 	cases := map[Format]string{
@@ -44,7 +44,7 @@ func TestDetect(t *testing.T) {
 	if err != nil || tm.DefaultSystem == "" {
 		t.Fatalf("qwen2.5 default system not detected: %+v %v", tm, err)
 	}
-	got, _ := tm.Render([]Message{{"user", "Hi"}}, true)
+	got, _ := tm.Render([]Message{{Role: "user", Content: "Hi"}}, true)
 	if want := "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"; got != want {
 		t.Fatalf("qwen2.5 render %q", got)
 	}
@@ -56,7 +56,7 @@ func TestDetect(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	if _, err := (Template{Format: ChatML}).Render([]Message{{"tool", "x"}}, true); err == nil {
+	if _, err := (Template{Format: ChatML}).Render([]Message{{Role: "tool", Content: "x"}}, true); err == nil {
 		t.Error("unknown role accepted")
 	}
 	if _, err := ParseFormat("alpaca"); err == nil {
