@@ -181,3 +181,15 @@ func cutAtContinue(out, final string) (string, error) {
 	}
 	return jinja.RStrip(out[:at]), nil
 }
+
+// StripBOS returns a rendering without its leading BOS text when the
+// tokenizer adds the BOS token itself (the vocabulary's add_bos_token):
+// templates that write bos_token would otherwise give the model two, and
+// llama.cpp strips it the same way. The rendering shown to users
+// (/apply-template) keeps it, as HuggingFace's does.
+func (t Template) StripBOS(text string, tokenizerAddsBOS bool) string {
+	if tokenizerAddsBOS && t.BOS != "" {
+		return strings.TrimPrefix(text, t.BOS)
+	}
+	return text
+}
