@@ -19,49 +19,53 @@ var filters map[string]filterFunc
 
 func init() {
 	filters = map[string]filterFunc{
-		"abs":        fAbs,
-		"attr":       fAttr,
-		"batch":      fBatch,
-		"capitalize": strFilter(pyCapitalize),
-		"center":     fCenter,
-		"count":      fLength,
-		"d":          fDefault,
-		"default":    fDefault,
-		"dictsort":   fDictsort,
-		"e":          fEscape,
-		"escape":     fEscape,
-		"first":      fFirst,
-		"float":      fFloat,
-		"format":     fFormat,
-		"indent":     fIndent,
-		"int":        fInt,
-		"items":      fItems,
-		"join":       fJoin,
-		"last":       fLast,
-		"length":     fLength,
-		"list":       fList,
-		"lower":      strFilter(pyLower),
-		"map":        fMap,
-		"max":        fMinMax(true),
-		"min":        fMinMax(false),
-		"reject":     fSelect(false, false),
-		"rejectattr": fSelect(false, true),
-		"replace":    fReplace,
-		"reverse":    fReverse,
-		"round":      fRound,
-		"safe":       fSafe,
-		"select":     fSelect(true, false),
-		"selectattr": fSelect(true, true),
-		"sort":       fSort,
-		"string":     fString,
-		"sum":        fSum,
-		"title":      strFilter(jinjaTitle),
-		"tojson":     fToJSON,
-		"trim":       fTrim,
-		"truncate":   fTruncate,
-		"unique":     fUnique,
-		"upper":      strFilter(pyUpper),
-		"wordcount":  fWordcount,
+		"abs":         fAbs,
+		"attr":        fAttr,
+		"batch":       fBatch,
+		"capitalize":  strFilter(pyCapitalize),
+		"center":      fCenter,
+		"count":       fLength,
+		"d":           fDefault,
+		"default":     fDefault,
+		"dictsort":    fDictsort,
+		"e":           fEscape,
+		"escape":      fEscape,
+		"first":       fFirst,
+		"float":       fFloat,
+		"forceescape": fEscape,
+		"format":      fFormat,
+		"groupby":     fGroupby,
+		"indent":      fIndent,
+		"int":         fInt,
+		"items":       fItems,
+		"join":        fJoin,
+		"last":        fLast,
+		"length":      fLength,
+		"list":        fList,
+		"lower":       strFilter(pyLower),
+		"map":         fMap,
+		"max":         fMinMax(true),
+		"min":         fMinMax(false),
+		"reject":      fSelect(false, false),
+		"rejectattr":  fSelect(false, true),
+		"replace":     fReplace,
+		"reverse":     fReverse,
+		"round":       fRound,
+		"safe":        fSafe,
+		"select":      fSelect(true, false),
+		"selectattr":  fSelect(true, true),
+		"slice":       fSlice,
+		"sort":        fSort,
+		"string":      fString,
+		"striptags":   fStriptags,
+		"sum":         fSum,
+		"title":       strFilter(jinjaTitle),
+		"tojson":      fToJSON,
+		"trim":        fTrim,
+		"truncate":    fTruncate,
+		"unique":      fUnique,
+		"upper":       strFilter(pyUpper),
+		"wordcount":   fWordcount,
 	}
 }
 
@@ -846,4 +850,90 @@ var wordRE = regexp.MustCompile(`[\pL\pN_]+`)
 
 func fWordcount(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	return int64(len(wordRE.FindAllStringIndex(pyStr(v), -1))), nil
+}
+
+// fGroupby is jinja2's groupby: (grouper, items) pairs, sorted by the
+// attribute.
+func fGroupby(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
+	a, err := bind("groupby", args, kwargs, []string{"attribute", "default", "case_sensitive"}, 1)
+	if err != nil {
+		return nil, err
+	}
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	cs := a[2] != absent && truthy(a[2])
+	key := func(x any) (any, error) {
+		k, err := attrPath(x, a[0])
+		if _, undef := k.(Undefined); undef && a[1] != absent {
+			k = a[1]
+		}
+		return k, err
+	}
+	sorted, err := sortValues(items, func(x any) (any, error) {
+		k, err := key(x)
+		return sortKey(k, cs), err
+	}, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	var group *List
+	var last any
+	for _, it := range sorted {
+		k, _ := key(it)
+		if group == nil || !equal(sortKey(k, cs), sortKey(last, cs)) {
+			group = newList(nil)
+			out = append(out, newTuple(k, group))
+			last = k
+		}
+		group.Items = append(group.Items, it)
+	}
+	return newList(out), nil
+}
+
+// fSlice is jinja2's slice: the items in n columns, the first ones
+// longer (padded with fill_with when given).
+func fSlice(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
+	a, err := bind("slice", args, kwargs, []string{"slices", "fill_with"}, 1)
+	if err != nil {
+		return nil, err
+	}
+	n, err := intArg(a[0], 0, "slices")
+	if err != nil {
+		return nil, err
+	}
+	if n <= 0 || n > maxRange {
+		return nil, valueErr("slices must be between 1 and %d", maxRange)
+	}
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	per, extra := len(items)/int(n), len(items)%int(n)
+	var out []any
+	offset := 0
+	for i := range int(n) {
+		start := offset + i*per
+		if i < extra {
+			offset++
+		}
+		end := offset + (i+1)*per
+		row := append([]any{}, items[start:end]...)
+		if a[1] != absent && i >= extra && extra > 0 {
+			row = append(row, a[1])
+		}
+		out = append(out, newList(row))
+	}
+	return newList(out), nil
+}
+
+var tagRE = regexp.MustCompile(`(?s)<!--.*?-->|<[^>]*>`)
+
+// fStriptags is jinja2's striptags: tags and comments removed, runs of
+// whitespace made one space, HTML entities decoded.
+func fStriptags(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
+	s := tagRE.ReplaceAllString(pyStr(v), "")
+	return html.UnescapeString(strings.Join(strings.FieldsFunc(s, isPySpace), " ")), nil
 }

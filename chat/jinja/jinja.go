@@ -194,6 +194,24 @@ var globals = map[string]any{
 		}
 		return d, nil
 	}},
+	"joiner": &Func{Name: "joiner", Fn: func(args []any, kwargs *Dict) (any, error) {
+		a, err := bind("joiner", args, kwargs, []string{"sep"}, 0)
+		if err != nil {
+			return nil, err
+		}
+		sep := ", "
+		if a[0] != absent {
+			sep = pyStr(a[0])
+		}
+		used := false
+		return &Func{Name: "joiner", Fn: func([]any, *Dict) (any, error) {
+			if !used {
+				used = true
+				return "", nil
+			}
+			return sep, nil
+		}}, nil
+	}},
 	"namespace": &Func{Name: "namespace", Fn: func(args []any, kwargs *Dict) (any, error) {
 		ns := &Namespace{attrs: NewDict()}
 		for _, a := range args {
