@@ -270,3 +270,37 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// A parsed template renders from many goroutines at once (the server's
+// requests share the model's template).
+func TestConcurrentRender(t *testing.T) {
+	tm, err := Parse("{% macro m(x) %}{{ x|upper }}{{ x.title() }}{{ x|lower }}{% endmacro %}{% set ns = namespace(n=0) %}{% for i in range(50) %}{% set ns.n = ns.n + i %}{{ m('ßa b') }}{% endfor %}{{ ns.n }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tm.Render(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 20 {
+				got, err := tm.Render(nil)
+				if err == nil && got != want {
+					err = errors.New("renderings differ")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -221,14 +221,11 @@ func listMethod(l *List, name string) *Func {
 
 // String methods.
 
-var (
-	upperCaser = cases.Upper(language.Und)
-	lowerCaser = cases.Lower(language.Und)
-	titleCaser = cases.Title(language.Und, cases.NoLower)
-)
-
-func pyUpper(s string) string { return upperCaser.String(s) }
-func pyLower(s string) string { return lowerCaser.String(s) }
+// Casers carry state, so each use makes its own: templates render
+// concurrently.
+func pyUpper(s string) string { return cases.Upper(language.Und).String(s) }
+func pyLower(s string) string { return cases.Lower(language.Und).String(s) }
+func titleRune(r rune) string { return cases.Title(language.Und, cases.NoLower).String(string(r)) }
 
 func isCased(r rune) bool { return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) }
 
@@ -239,9 +236,9 @@ func pyTitle(s string) string {
 	prevCased := false
 	for _, r := range s {
 		if prevCased {
-			b.WriteString(lowerCaser.String(string(r)))
+			b.WriteString(pyLower(string(r)))
 		} else {
-			b.WriteString(titleCaser.String(string(r)))
+			b.WriteString(titleRune(r))
 		}
 		prevCased = isCased(r)
 	}
@@ -255,7 +252,7 @@ func pyCapitalize(s string) string {
 	if n == 0 {
 		return s
 	}
-	return titleCaser.String(string(r)) + lowerCaser.String(s[n:])
+	return titleRune(r) + pyLower(s[n:])
 }
 
 // pyStrip strips whitespace, or the characters in chars, from the sides.
