@@ -531,16 +531,26 @@ func (ev *evaluator) evalSlice(x *sliceExpr, sc *scope) (any, error) {
 		}
 		return b.String(), nil
 	case *List:
+		if o.view != "" && o.view != "range" {
+			break
+		}
 		idx := pick(len(o.Items))
 		items := make([]any, len(idx))
 		for k, i := range idx {
 			items[k] = o.Items[i]
 		}
+		if o.view == "range" {
+			return rangeOf(items, step), nil
+		}
 		return &List{Items: items, Tuple: o.Tuple}, nil
 	case Undefined:
 		return nil, o.err()
+	case *Dict:
+		return nil, typeErr("unhashable type: 'slice'")
 	}
-	return undefinedAttr(obj, "__getitem__"), nil
+	// A slice is Python's own subscript, not the sandbox's getitem: an
+	// object without one raises.
+	return nil, typeErr("'%s' object is not subscriptable", typeName(obj))
 }
 
 // sliceBounds is Python's slice.indices for a sequence of length n.
@@ -608,6 +618,9 @@ func item(obj, key any) (any, bool) {
 			return nil, false
 		}
 		if l, isList := o.(*List); isList {
+			if l.view != "" && l.view != "range" {
+				return nil, false // dict views are not subscriptable
+			}
 			n := int64(len(l.Items))
 			if i < 0 {
 				i += n

@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"fmt"
 	"html"
 	"math"
 	"regexp"
@@ -141,6 +142,13 @@ func fDefault(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 }
 
 func fFirst(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
+	if it, ok := v.(*iterator); ok { // takes one item, as Python's next() does
+		x, ok, err := it.next()
+		if err != nil || ok {
+			return x, err
+		}
+		return Undefined{hint: "No first item, sequence was empty."}, nil
+	}
 	items, err := iterate(v)
 	if err != nil {
 		return nil, err
@@ -151,9 +159,10 @@ func fFirst(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	return items[0], nil
 }
 
+// fLast is next(reversed(seq)): iterators are not reversible.
 func fLast(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
-	if _, ok := v.(*Dict); ok {
-		return nil, typeErr("'dict' object is not reversible")
+	if _, ok := v.(*iterator); ok {
+		return nil, typeErr("'%s' object is not reversible", typeName(v))
 	}
 	items, err := iterate(v)
 	if err != nil {
@@ -217,52 +226,64 @@ func attrPath(v any, attr any) (any, error) {
 	return v, nil
 }
 
+// fMap is jinja2's map: a generator of each item through a filter, or of
+// an attribute of each item. A false value maps to nothing.
 func fMap(ev *evaluator, v any, args []any, kwargs *Dict) (any, error) {
-	items, err := iterate(v)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]any, 0, len(items))
+	var fn func(any) (any, error)
 	if len(args) == 0 && kwargs != nil && hasKey(kwargs, "attribute") {
 		attr, _ := kwargs.Get("attribute")
 		def, hasDef := kwargs.Get("default")
-		for _, it := range items {
+		fn = func(it any) (any, error) {
 			x, err := attrPath(it, attr)
-			if err != nil {
-				return nil, err
-			}
 			if _, undef := x.(Undefined); undef && hasDef {
 				x = def
 			}
-			out = append(out, x)
+			return x, err
 		}
-		return newList(out), nil
-	}
-	if len(args) == 0 {
-		return nil, &Error{Kind: "FilterArgumentError", Msg: "map requires a filter argument"}
-	}
-	name, ok := args[0].(string)
-	f, known := filters[name]
-	if !ok || !known {
-		return nil, &Error{Kind: "TemplateRuntimeError", Msg: "No filter named " + pyRepr(args[0]) + "."}
-	}
-	for _, it := range items {
-		x, err := f(ev, it, args[1:], kwargs)
-		if err != nil {
-			return nil, err
+	} else {
+		if len(args) == 0 {
+			return nil, &Error{Kind: "FilterArgumentError", Msg: "map requires a filter argument"}
 		}
-		out = append(out, x)
+		name, ok := args[0].(string)
+		f, known := filters[name]
+		if !ok || !known {
+			return nil, &Error{Kind: "TemplateRuntimeError", Msg: "No filter named " + pyRepr(args[0]) + "."}
+		}
+		rest := args[1:]
+		fn = func(it any) (any, error) { return f(ev, it, rest, kwargs) }
 	}
-	return newList(out), nil
+	return generate("sync_do_map", v, true, func(it any) (any, bool, error) {
+		x, err := fn(it)
+		return x, true, err
+	}), nil
 }
 
-// fSelect makes select, reject, selectattr and rejectattr.
+// generate makes a generator over v's items, as jinja2's filters written
+// as Python generators behave: each item through fn (which may drop it),
+// and an error (v not iterable, fn failing) kept until iteration reaches
+// it. With guard, a false v yields nothing (jinja2's "if value:").
+func generate(name string, v any, guard bool, fn func(any) (any, bool, error)) *iterator {
+	if guard && !truthy(v) {
+		return newGenerator(name, nil, nil)
+	}
+	items, err := iterate(v)
+	var out []any
+	for _, it := range items {
+		x, keep, ferr := fn(it)
+		if ferr != nil {
+			return newGenerator(name, out, ferr)
+		}
+		if keep {
+			out = append(out, x)
+		}
+	}
+	return newGenerator(name, out, err)
+}
+
+// fSelect makes select, reject, selectattr and rejectattr: generators of
+// the items that pass (or fail) a test.
 func fSelect(keep, byAttr bool) filterFunc {
 	return func(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
-		items, err := iterate(v)
-		if err != nil {
-			return nil, err
-		}
 		var attr any
 		if byAttr {
 			if len(args) == 0 {
@@ -280,38 +301,39 @@ func fSelect(keep, byAttr bool) filterFunc {
 			rest := args[1:]
 			test = func(x any) (bool, error) { return t(x, rest, kwargs) }
 		}
-		var out []any
-		for _, it := range items {
+		return generate("select_or_reject", v, true, func(it any) (any, bool, error) {
 			x := it
 			if byAttr {
+				var err error
 				if x, err = attrPath(it, attr); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 			}
 			ok, err := test(x)
-			if err != nil {
-				return nil, err
-			}
-			if ok == keep {
-				out = append(out, it)
-			}
-		}
-		return newList(out), nil
+			return it, ok == keep, err
+		}), nil
 	}
 }
 
+// fItems is jinja2's items: a generator of a mapping's (key, value)
+// pairs; nothing for Undefined, and a TypeError, when iterated, for
+// anything else.
 func fItems(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	switch d := v.(type) {
 	case Undefined:
-		return newList(nil), nil
+		return newGenerator("do_items", nil, nil), nil
 	case *Dict:
-		items := make([]any, d.Len())
-		for i, k := range d.keys {
-			items[i] = newTuple(k, d.vals[i])
-		}
-		return newList(items), nil
+		return newGenerator("do_items", dictItems(d), nil), nil
 	}
-	return nil, typeErr("Can only get item pairs from a mapping.")
+	return newGenerator("do_items", nil, typeErr("Can only get item pairs from a mapping.")), nil
+}
+
+func dictItems(d *Dict) []any {
+	items := make([]any, d.Len())
+	for i, k := range d.keys {
+		items[i] = newTuple(k, d.vals[i])
+	}
+	return items
 }
 
 // sortKey is the key jinja2's sorting filters compare: lower-cased strings
@@ -389,7 +411,10 @@ func fDictsort(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	}
 	d, ok := v.(*Dict)
 	if !ok {
-		return nil, &Error{Kind: "FilterArgumentError", Msg: "dictsort requires a mapping"}
+		if u, ok := v.(Undefined); ok {
+			return nil, u.err()
+		}
+		return nil, &Error{Kind: "AttributeError", Msg: fmt.Sprintf("'%s' object has no attribute 'items'", typeName(v))}
 	}
 	pos := 0
 	if a[1] != absent {
@@ -401,9 +426,8 @@ func fDictsort(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 			return nil, &Error{Kind: "FilterArgumentError", Msg: "You can only sort by either \"key\" or \"value\""}
 		}
 	}
-	items, _ := fItems(nil, d, nil, nil)
 	cs := a[0] != absent && truthy(a[0])
-	out, err := sortValues(items.(*List).Items, func(x any) (any, error) {
+	out, err := sortValues(dictItems(d), func(x any) (any, error) {
 		return sortKey(x.(*List).Items[pos], cs), nil
 	}, a[2] != absent && truthy(a[2]))
 	if err != nil {
@@ -417,30 +441,22 @@ func fUnique(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
-	if err != nil {
-		return nil, err
-	}
 	cs := a[0] != absent && truthy(a[0])
 	seen := NewDict()
-	var out []any
-	for _, it := range items {
+	return generate("do_unique", v, false, func(it any) (any, bool, error) {
 		k := it
 		if a[1] != absent {
+			var err error
 			if k, err = attrPath(it, a[1]); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 		k = sortKey(k, cs)
 		if _, dup := seen.Get(k); dup {
-			continue
+			return nil, false, nil
 		}
-		if err := seen.Set(k, true); err != nil {
-			return nil, err
-		}
-		out = append(out, it)
-	}
-	return newList(out), nil
+		return it, true, seen.Set(k, true)
+	}), nil
 }
 
 func fMinMax(isMax bool) filterFunc {
@@ -554,13 +570,10 @@ func fBatch(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n <= 0 {
-		return nil, valueErr("batch size must be positive")
+	if n <= 0 || n > maxRange {
+		return nil, valueErr("batch size must be between 1 and %d", maxRange)
 	}
-	items, err := iterate(v)
-	if err != nil {
-		return nil, err
-	}
+	items, ierr := iterate(v)
 	var out []any
 	for i := 0; i < len(items); i += int(n) {
 		end := min(i+int(n), len(items))
@@ -570,9 +583,10 @@ func fBatch(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 		}
 		out = append(out, newList(row))
 	}
-	return newList(out), nil
+	return newGenerator("do_batch", out, ierr), nil
 }
 
+// fCenter is str(value).center(width).
 func fCenter(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	a, err := bind("center", args, kwargs, []string{"width"}, 0)
 	if err != nil {
@@ -604,6 +618,8 @@ func fFloat(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 		def = a[0]
 	}
 	switch x := v.(type) {
+	case Undefined: // float(Undefined) raises
+		return nil, x.err()
 	case string:
 		f, err := strconv.ParseFloat(strings.ReplaceAll(strings.TrimFunc(x, isPySpace), "_", ""), 64)
 		if err != nil {
@@ -630,6 +646,8 @@ func fInt(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 		return nil, err
 	}
 	switch x := v.(type) {
+	case Undefined: // int(Undefined) raises
+		return nil, x.err()
 	case string:
 		s := strings.ReplaceAll(strings.TrimFunc(x, isPySpace), "_", "")
 		if base == 16 || base == 8 || base == 2 {
@@ -708,19 +726,36 @@ func fReplace(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	return limitStr(strings.Replace(pyStr(v), pyStr(a[0]), pyStr(a[1]), int(max(n, -1))))
 }
 
+// fReverse is jinja2's reverse: a string reversed, else reversed(value)
+// (an iterator), else a list of the items reversed.
 func fReverse(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
-	if s, ok := v.(string); ok {
-		r := []rune(s)
+	kind := ""
+	switch x := v.(type) {
+	case string:
+		r := []rune(x)
 		slices.Reverse(r)
 		return string(r), nil
+	case *List:
+		kind = map[string]string{"": "list_reverseiterator", "dict_keys": "dict_reversekeyiterator",
+			"dict_values": "dict_reversevalueiterator", "dict_items": "dict_reverseitemiterator", "range": "range_iterator"}[x.view]
+		if x.Tuple {
+			kind = "reversed"
+		}
+	case *Dict:
+		kind = "dict_reversekeyiterator"
+	case Undefined:
+		kind = "reversed"
 	}
 	items, err := iterate(v)
 	if err != nil {
-		return nil, err
+		return nil, &Error{Kind: "FilterArgumentError", Msg: "argument must be iterable"}
 	}
 	out := append([]any{}, items...)
 	slices.Reverse(out)
-	return newList(out), nil
+	if kind == "" { // list(value), reversed: a generator, say
+		return newList(out), nil
+	}
+	return &iterator{kind: kind, items: out}, nil
 }
 
 func fFormat(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
@@ -755,7 +790,17 @@ func fIndent(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 		}
 		ind = strings.Repeat(" ", int(max(n, 0)))
 	}
-	lines := pySplitLines(pyStr(v)+"\n", false)
+	src, ok := v.(string)
+	if !ok { // jinja2 adds "\n" to the value as it is
+		if u, isU := v.(Undefined); isU {
+			return nil, u.err()
+		}
+		if l, isList := v.(*List); isList && !l.Tuple && l.view == "" {
+			return nil, &Error{Kind: "AttributeError", Msg: "'list' object has no attribute 'splitlines'"}
+		}
+		return nil, typeErr("unsupported operand type(s) for +=: '%s' and 'str'", typeName(v))
+	}
+	lines := pySplitLines(src+"\n", false)
 	var rv string
 	if a[2] != absent && truthy(a[2]) {
 		rv = strings.Join(lines, "\n"+ind)
@@ -818,10 +863,20 @@ func fTruncate(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := pyStr(v)
 	n, err := intArg(a[0], 255, "length")
 	if err != nil {
 		return nil, err
+	}
+	s, isStr := v.(string)
+	if !isStr { // jinja2 measures the value as it is: short enough, it comes back unchanged
+		l, err := length(v)
+		if err != nil {
+			return nil, err
+		}
+		if int64(l) <= n+5 {
+			return v, nil
+		}
+		s = pyStr(v)
 	}
 	end := "..."
 	if a[2] != absent {
@@ -894,7 +949,7 @@ func fGroupby(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 }
 
 // fSlice is jinja2's slice: the items in n columns, the first ones
-// longer (padded with fill_with when given).
+// longer (padded with fill_with when given), as a generator.
 func fSlice(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	a, err := bind("slice", args, kwargs, []string{"slices", "fill_with"}, 1)
 	if err != nil {
@@ -909,7 +964,7 @@ func fSlice(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 	}
 	items, err := iterate(v)
 	if err != nil {
-		return nil, err
+		return newGenerator("do_slice", nil, err), nil
 	}
 	per, extra := len(items)/int(n), len(items)%int(n)
 	var out []any
@@ -926,7 +981,7 @@ func fSlice(_ *evaluator, v any, args []any, kwargs *Dict) (any, error) {
 		}
 		out = append(out, newList(row))
 	}
-	return newList(out), nil
+	return newGenerator("do_slice", out, nil), nil
 }
 
 var tagRE = regexp.MustCompile(`(?s)<!--.*?-->|<[^>]*>`)

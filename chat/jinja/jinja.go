@@ -171,7 +171,7 @@ var globals = map[string]any{
 			}
 			items = append(items, i)
 		}
-		return newList(items), nil
+		return &List{Items: items, view: "range", text: rangeRepr(start, stop, step)}, nil
 	}},
 	"dict": &Func{Name: "dict", Fn: func(args []any, kwargs *Dict) (any, error) {
 		d := NewDict()
@@ -230,4 +230,25 @@ var globals = map[string]any{
 		}
 		return ns, nil
 	}},
+}
+
+func rangeRepr(start, stop, step int64) string {
+	if step == 1 {
+		return fmt.Sprintf("range(%d, %d)", start, stop)
+	}
+	return fmt.Sprintf("range(%d, %d, %d)", start, stop, step)
+}
+
+// rangeOf is the range a slice of a range is, as Python writes it: the
+// stop one step past the last item.
+func rangeOf(items []any, step int64) *List {
+	text := "range(0, 0)"
+	if len(items) > 0 {
+		first := items[0].(int64)
+		if len(items) > 1 {
+			step = items[1].(int64) - first
+		}
+		text = rangeRepr(first, items[len(items)-1].(int64)+step, step)
+	}
+	return &List{Items: items, view: "range", text: text}
 }

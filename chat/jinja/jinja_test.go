@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"os"
@@ -303,4 +304,75 @@ func TestConcurrentRender(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestCorpus renders the random templates of tools/jinja_corpus.py
+// (whitespace control, expressions over Python values, statements over a
+// conversation) and holds each to jinja2's rendering: the same text, or
+// the same exception.
+func TestCorpus(t *testing.T) {
+	f, err := os.Open("testdata/corpus.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Vars  map[string]json.RawMessage `json:"vars"`
+		Cases []struct {
+			Kind     string  `json:"kind"`
+			Template string  `json:"template"`
+			Output   *string `json:"output"`
+			Error    string  `json:"error"`
+		} `json:"cases"`
+	}
+	if err := json.NewDecoder(z).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	varsOf := func(kind string) map[string]any {
+		vars := snippetVars()
+		v, err := FromJSON(doc.Vars[kind])
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := v.(*Dict)
+		for i, k := range d.keys {
+			vars[k.(string)] = d.vals[i]
+		}
+		return vars
+	}
+	bad, checked := 0, 0
+	for _, c := range doc.Cases {
+		// Python prints a generator with its address: no rendering matches that.
+		if out := strings.ToLower(derefOr(c.Output)); c.Output != nil && (strings.Contains(out, " at 0x") || strings.Contains(out, "'a', 't', ' ', '0', 'x'")) {
+			continue
+		}
+		checked++
+		got, err := render(c.Template, varsOf(c.Kind)) // fresh values: nothing a render does may leak into the next
+		var e *Error
+		switch {
+		case c.Output != nil && (err != nil || got != *c.Output):
+			t.Errorf("%s %q:\n got %q %v\nwant %q", c.Kind, c.Template, got, err, *c.Output)
+		case c.Output == nil && (!errors.As(err, &e) || e.Kind != c.Error):
+			t.Errorf("%s %q: got %q %v, jinja2 raised %s", c.Kind, c.Template, got, err, c.Error)
+		default:
+			continue
+		}
+		if bad++; bad >= 20 {
+			t.Fatal("too many differences")
+		}
+	}
+	if checked < len(doc.Cases)*9/10 {
+		t.Fatalf("only %d of %d cases checked", checked, len(doc.Cases))
+	}
+}
+
+func derefOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

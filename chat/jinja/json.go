@@ -151,6 +151,9 @@ func writeJSON(b *strings.Builder, v any, o jsonOpts, depth int) error {
 	case string:
 		writeJSONString(b, x, o.ensureASCII)
 	case *List:
+		if x.view != "" {
+			return typeErr("Object of type %s is not JSON serializable", x.view)
+		}
 		if len(x.Items) == 0 {
 			b.WriteString("[]")
 			return nil

@@ -157,15 +157,15 @@ func dictMethod(d *Dict, name string) *Func {
 			for i, k := range d.keys {
 				items[i] = newTuple(k, d.vals[i])
 			}
-			return newList(items), nil
+			return &List{Items: items, view: "dict_items"}, nil
 		})
 	case "keys":
 		return method(d, name, func(args []any, kwargs *Dict) (any, error) {
-			return newList(append([]any(nil), d.keys...)), nil
+			return &List{Items: append([]any(nil), d.keys...), view: "dict_keys"}, nil
 		})
 	case "values":
 		return method(d, name, func(args []any, kwargs *Dict) (any, error) {
-			return newList(append([]any(nil), d.vals...)), nil
+			return &List{Items: append([]any(nil), d.vals...), view: "dict_values"}, nil
 		})
 	case "copy":
 		return method(d, name, func(args []any, kwargs *Dict) (any, error) {

@@ -17,7 +17,9 @@ func binop(op string, l, r any) (any, error) {
 		return nil, u.err()
 	}
 	if u, ok := r.(Undefined); ok {
-		return nil, u.err()
+		if _, fmtStr := l.(string); !fmtStr || op != "%" { // "text" % Undefined formats it (as a mapping)
+			return nil, u.err()
+		}
 	}
 	li, lf, lF, lnum := number(l)
 	ri, rf, rF, rnum := number(r)
@@ -235,6 +237,9 @@ func percentFormat(format string, args any) (any, error) {
 	case *Dict:
 		mapping = a
 		list = []any{a}
+	case Undefined:
+		mapping = NewDict() // it has __getitem__: Python takes it for a mapping
+		list = []any{a}
 	default:
 		list = []any{a}
 	}
@@ -256,6 +261,9 @@ func percentFormat(format string, args any) (any, error) {
 			end := strings.IndexByte(format[i:], ')')
 			if end < 0 || mapping == nil {
 				return nil, typeErr("format requires a mapping")
+			}
+			if u, ok := args.(Undefined); ok {
+				return nil, u.err()
 			}
 			v, ok := mapping.Get(format[i+1 : i+end])
 			if !ok {
@@ -301,7 +309,9 @@ func percentFormat(format string, args any) (any, error) {
 		}
 		b.WriteString(s)
 	}
-	if mapping == nil && next < len(list) {
+	// A list or dict argument has __getitem__, so Python takes it for a
+	// mapping and does not complain that it went unused.
+	if l, ok := args.(*List); next < len(list) && mapping == nil && !(ok && !l.Tuple) {
 		return nil, typeErr("not all arguments converted during string formatting")
 	}
 	return limitStr(b.String())

@@ -16,7 +16,12 @@ func init() {
 		}
 	}
 	is := func(f func(v any) bool) testFunc {
-		return func(v any, _ []any, _ *Dict) (bool, error) { return f(v), nil }
+		return func(v any, args []any, kwargs *Dict) (bool, error) {
+			if err := noArgs(args, kwargs); err != nil {
+				return false, err
+			}
+			return f(v), nil
+		}
 	}
 	tests = map[string]testFunc{
 		"defined":   is(func(v any) bool { _, u := v.(Undefined); return !u }),
@@ -33,15 +38,19 @@ func init() {
 		// Undefined is iterable (as nothing) and a sequence in jinja2; so is a dict.
 		"iterable": is(func(v any) bool {
 			switch v.(type) {
-			case string, *List, *Dict, Undefined:
+			case string, *List, *Dict, *iterator, Undefined:
 				return true
 			}
 			return false
 		}),
+		// A sequence has a length and items by index: not a dict view nor
+		// an iterator.
 		"sequence": is(func(v any) bool {
-			switch v.(type) {
-			case string, *List, *Dict, Undefined:
+			switch x := v.(type) {
+			case string, *Dict, Undefined:
 				return true
+			case *List:
+				return x.view == "" || x.view == "range"
 			}
 			return false
 		}),
@@ -98,8 +107,20 @@ func init() {
 	}
 }
 
+// noArgs refuses arguments to a test that takes none: "x is number not
+// in y" passes `not` to the test, and jinja2 raises.
+func noArgs(args []any, kwargs *Dict) error {
+	if n := len(args); n > 0 || kwargs != nil && kwargs.Len() > 0 {
+		return typeErr("the test takes 1 positional argument but %d were given", n+1)
+	}
+	return nil
+}
+
 func intTest(f func(int64) bool) testFunc {
-	return func(v any, _ []any, _ *Dict) (bool, error) {
+	return func(v any, args []any, kwargs *Dict) (bool, error) {
+		if err := noArgs(args, kwargs); err != nil {
+			return false, err
+		}
 		if u, ok := v.(Undefined); ok {
 			return false, u.err()
 		}

@@ -17,8 +17,10 @@ import (
 //	int64       int
 //	float64     float
 //	string      str
-//	*List       list, or tuple when Tuple is set
+//	*List       list, or tuple when Tuple is set (or a dict view, or a range)
 //	*Dict       dict, keeping insertion order
+//	*iterator   a generator or reversed() iterator: what map, select,
+//	            unique, items, reverse... return
 //	*Namespace  namespace()
 //	*Func       a function or bound method (globals, str/dict methods)
 //	*macro      a {% macro %}
@@ -58,6 +60,39 @@ func (u Undefined) err() *Error {
 type List struct {
 	Items []any
 	Tuple bool
+	// view names what else the items stand for: dict_items, dict_keys or
+	// dict_values (a dict's methods), or range; text is a range's repr.
+	// Those print, subscript and serialise as Python's do.
+	view, text string
+}
+
+// iterator is a one-pass iterator: a generator (the map, select, reject,
+// selectattr, rejectattr, unique, batch, slice and items filters) or a
+// reversed() iterator. Its items are computed when it is made; an error
+// met doing so is raised only when iteration reaches it, as a Python
+// generator raises it. It is always true, has no length, and is empty once
+// iterated.
+type iterator struct {
+	kind  string // its Python type: generator, list_reverseiterator, ...
+	fn    string // the generator function, for its repr
+	items []any
+	err   error
+	pos   int
+}
+
+func newGenerator(fn string, items []any, err error) *iterator {
+	return &iterator{kind: "generator", fn: fn, items: items, err: err}
+}
+
+// next returns the next item; ok is false at the end, err when the
+// generator raised there.
+func (it *iterator) next() (v any, ok bool, err error) {
+	if it.pos < len(it.items) {
+		it.pos++
+		return it.items[it.pos-1], true, nil
+	}
+	err, it.err = it.err, nil
+	return nil, false, err
 }
 
 // Dict is a Python dict: keys are hashable values, in insertion order.
@@ -68,7 +103,7 @@ type Dict struct {
 }
 
 type hashKey struct {
-	kind byte // 's' string, 'n' number (ints, bools and integral floats alike), 'f' float, 'z' None, 't' tuple
+	kind byte // 's' string, 'n' number (ints, bools and integral floats alike), 'f' float, 'z' None, 't' tuple, 'u' Undefined, 'p' an object by identity
 	s    string
 	n    int64
 	f    float64
@@ -101,6 +136,8 @@ func keyOf(k any) (hashKey, error) {
 		}
 	case Undefined:
 		return hashKey{kind: 'u'}, nil
+	case *iterator, *Namespace, *Func, *macro, *loopState:
+		return hashKey{kind: 'p', s: fmt.Sprintf("%p", k)}, nil // hashable by identity
 	}
 	return hashKey{}, &Error{Kind: "TypeError", Msg: fmt.Sprintf("unhashable type: '%s'", typeName(k))}
 }
@@ -194,10 +231,15 @@ func typeName(v any) string {
 	case string:
 		return "str"
 	case *List:
-		if v.Tuple {
+		switch {
+		case v.view != "":
+			return v.view
+		case v.Tuple:
 			return "tuple"
 		}
 		return "list"
+	case *iterator:
+		return v.kind
 	case *Dict:
 		return "dict"
 	case *Namespace:
@@ -273,8 +315,15 @@ func writeRepr(b *strings.Builder, v any, seen map[*Dict]bool) {
 	case string:
 		writeStrRepr(b, v)
 	case *List:
+		if v.view == "range" {
+			b.WriteString(v.text)
+			return
+		}
 		open, close := "[", "]"
-		if v.Tuple {
+		switch {
+		case v.view != "":
+			open, close = v.view+"([", "])"
+		case v.Tuple:
 			open, close = "(", ")"
 		}
 		b.WriteString(open)
@@ -318,6 +367,14 @@ func writeRepr(b *strings.Builder, v any, seen map[*Dict]bool) {
 		fmt.Fprintf(b, "<Macro '%s'>", v.name)
 	case *loopState:
 		fmt.Fprintf(b, "<LoopContext %d/%d>", v.index+1, len(v.items))
+	case *iterator:
+		// Python shows the object's address, which no rendering can match;
+		// the rest is as Python writes it.
+		if v.fn != "" {
+			fmt.Fprintf(b, "<generator object %s at 0x7f0000000000>", v.fn)
+		} else {
+			fmt.Fprintf(b, "<%s object at 0x7f0000000000>", v.kind)
+		}
 	default:
 		fmt.Fprintf(b, "%v", v)
 	}
@@ -488,8 +545,19 @@ func equal(a, b any) bool {
 		return ok && a == bs
 	case *List:
 		bl, ok := b.(*List)
-		if !ok || a.Tuple != bl.Tuple || len(a.Items) != len(bl.Items) {
+		if !ok || a.Tuple != bl.Tuple || a.view != bl.view || len(a.Items) != len(bl.Items) {
 			return false
+		}
+		switch a.view {
+		case "dict_values":
+			return a == bl
+		case "dict_keys", "dict_items": // set equality
+			for _, x := range a.Items {
+				if ok, _ := contains(bl, x); !ok {
+					return false
+				}
+			}
+			return true
 		}
 		for i := range a.Items {
 			if !equal(a.Items[i], bl.Items[i]) {
@@ -571,6 +639,12 @@ func iterate(v any) ([]any, error) {
 	switch v := v.(type) {
 	case *List:
 		return v.Items, nil
+	case *iterator:
+		items := v.items[v.pos:]
+		v.pos = len(v.items)
+		err := v.err
+		v.err = nil
+		return items, err
 	case string:
 		out := make([]any, 0, len(v))
 		for _, r := range v {
@@ -597,8 +671,6 @@ func length(v any) (int, error) {
 		return len(v.Items), nil
 	case *Dict:
 		return v.Len(), nil
-	case *Namespace:
-		return 0, typeErr("object of type 'Namespace' has no len()")
 	case Undefined:
 		return 0, nil
 	}
@@ -611,9 +683,6 @@ func contains(container, item any) (bool, error) {
 	case string:
 		s, ok := item.(string)
 		if !ok {
-			if u, ok := item.(Undefined); ok {
-				return false, u.err()
-			}
 			return false, typeErr("'in <string>' requires string as left operand, not %s", typeName(item))
 		}
 		return strings.Contains(c, s), nil
@@ -624,6 +693,17 @@ func contains(container, item any) (bool, error) {
 			}
 		}
 		return false, nil
+	case *iterator:
+		// Python's `in` consumes a generator up to the first match.
+		for {
+			x, ok, err := c.next()
+			if err != nil || !ok {
+				return false, err
+			}
+			if equal(x, item) {
+				return true, nil
+			}
+		}
 	case *Dict:
 		if _, err := keyOf(item); err != nil {
 			return false, err
