@@ -169,3 +169,9 @@ func TestNamedContinue(t *testing.T) {
 		t.Error("ChatML took tools")
 	}
 }
+
+func TestJinjaWithoutCompile(t *testing.T) {
+	if _, err := (Template{Format: Jinja}).Render([]Message{{Role: "user", Content: "x"}}, true); err == nil {
+		t.Error("an uncompiled jinja template rendered")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -181,11 +182,11 @@ func TestGoldenTemplates(t *testing.T) {
 				}
 				return
 			}
+			if cases[0].Conversation == "" && cases[0].Error != "" {
+				t.Skipf("the golden environment could not parse this template (%s): regenerate the goldens with jinja2 >= 3.1 and a current transformers", cases[0].Error)
+			}
 			tm, err := Compile(src, bos, eos)
 			if err != nil {
-				if cases[0].Conversation == "" && cases[0].Error != "" {
-					return // HF cannot parse it either
-				}
 				t.Fatal(err)
 			}
 			tm.Now = func() time.Time { return now }
@@ -256,6 +257,6 @@ func firstDiff(got, want string) string {
 	return "differs at byte " + itoa(i) + ":\n got …" + quote(got[lo:min(len(got), i+80)]) + "\nwant …" + quote(want[lo:min(len(want), i+80)])
 }
 
-func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+func quote(s string) string { return strconv.Quote(s) }
 
-func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+func itoa(i int) string { return strconv.Itoa(i) }

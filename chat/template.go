@@ -81,6 +81,9 @@ func (t Template) Apply(r Request) (string, error) {
 		}
 		return t.renderNamed(r.Messages, r.AddGenerationPrompt)
 	}
+	if t.jinja == nil {
+		return "", errors.New("chat: a jinja template is made by Compile")
+	}
 	if r.ContinueFinal && !t.mentionsContent {
 		return "", fmt.Errorf("%w: continue_final_message: the template never shows a message's content", ErrTemplate)
 	}
@@ -113,7 +116,7 @@ func (t Template) vars(r Request) (map[string]any, string, error) {
 			final = m.Content
 			content = m.Content + continueTag
 		}
-		if !m.noContent || r.ContinueFinal && i == len(r.Messages)-1 {
+		if !m.noContent {
 			d.Set("content", content)
 		}
 		for _, f := range m.Fields {
