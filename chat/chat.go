@@ -1,28 +1,56 @@
-// Package chat turns a list of chat messages into the prompt text a model
-// was trained on. GGUF files carry their chat template as Jinja source
-// (tokenizer.chat_template); rather than run Jinja, ringlm recognises the
-// template's family from marker strings, as llama.cpp's server does, and
-// renders that family's format in Go. An unrecognised template is an
-// error that names the formats a caller can force.
+// Package chat turns a conversation into the prompt text a model was
+// trained on. The primary path is the model's own template: the Jinja
+// source a GGUF file carries in tokenizer.chat_template (or a file given
+// with --chat-template-file), rendered by package chat/jinja exactly as
+// HuggingFace's apply_chat_template renders it, with messages, tools,
+// add_generation_prompt, bos_token and eos_token, raise_exception and
+// strftime_now. Five template families are also known by name (chatml,
+// llama3, llama2, mistral, phi3) and rendered in Go: they are the
+// fallbacks, for a file with no template (ChatML, as llama.cpp's server
+// does), a template this engine cannot parse (recognised by its marker
+// strings, as llama.cpp does), or a user's --chat-template.
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"ringlm/chat/jinja"
 )
 
 // Message is one chat turn.
 type Message struct {
-	Role    string `json:"role"` // system, user, assistant
+	Role    string `json:"role"` // system, user, assistant, tool, ...
 	Content string `json:"content"`
+	// Null marks a turn without content (an assistant turn that only
+	// calls tools): Jinja templates see content as None, or no content
+	// at all when the message had none (ParseMessage).
+	Null      bool `json:"-"`
+	noContent bool
+	// Fields are the turn's other members as the client sent them
+	// (tool_calls, tool_call_id, name, reasoning_content, ...), in their
+	// order. Jinja templates see them as they are; the named formats do
+	// not use them.
+	Fields []Field `json:"-"`
+}
+
+// Field is one member of a message object, as JSON.
+type Field struct {
+	Name  string
+	Value json.RawMessage
 }
 
 // Format is a chat template family.
 type Format string
 
 const (
+	// Jinja is a model's own template, rendered as HuggingFace renders it.
+	Jinja Format = "jinja"
+
 	ChatML  Format = "chatml"  // Qwen, many fine-tunes
 	Llama3  Format = "llama3"  // Llama 3.x
 	Llama2  Format = "llama2"  // Llama 2 chat
@@ -30,18 +58,28 @@ const (
 	Phi3    Format = "phi3"    // Phi-3
 )
 
-// Formats lists the supported formats.
+// Formats lists the named formats.
 var Formats = []Format{ChatML, Llama3, Llama2, Mistral, Phi3}
 
 // ErrUnknownTemplate is returned when a template's family is not recognised.
 var ErrUnknownTemplate = errors.New("unrecognised chat template")
 
-// Template is a recognised template.
+// Template renders conversations: a model's Jinja template (Format
+// Jinja, made by Compile) or a named format.
 type Template struct {
 	Format Format
 	// DefaultSystem is inserted when the conversation has no system
-	// message (Qwen2.5's template does this).
+	// message (Qwen2.5's template does this); named formats only.
 	DefaultSystem string
+	// BOS and EOS are the texts of the vocabulary's BOS and EOS tokens, the
+	// template's bos_token and eos_token; "" leaves the variable undefined,
+	// as HuggingFace does for a tokenizer without that token.
+	BOS, EOS string
+	// Now is strftime_now's clock; nil is the local time.
+	Now func() time.Time
+
+	jinja           *jinja.Template
+	mentionsContent bool // HuggingFace refuses continue_final_message otherwise
 }
 
 // ParseFormat checks a format name given by a user (--chat-template).
@@ -93,16 +131,22 @@ func Detect(jinja string) (Template, error) {
 	return Template{}, fmt.Errorf("chat: %w (known: %s)", ErrUnknownTemplate, formatList())
 }
 
-// Render formats the conversation. The result does not include the
+// Render formats the conversation, with the generation prompt when
+// addGenerationPrompt is set.
+func (t Template) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.Apply(Request{Messages: msgs, AddGenerationPrompt: addGenerationPrompt})
+}
+
+// renderNamed renders a named format. The result does not include the
 // tokenizer's BOS token: the tokenizer adds it when the vocabulary asks
 // for one (tokenizer.ggml.add_bos_token). With addGenerationPrompt the
 // text ends where the assistant's reply begins.
-func (t Template) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+func (t Template) renderNamed(msgs []Message, addGenerationPrompt bool) (string, error) {
 	for i, m := range msgs {
 		switch m.Role {
 		case "system", "user", "assistant":
 		default:
-			return "", fmt.Errorf("chat: message %d has role %q (system, user or assistant)", i, m.Role)
+			return "", fmt.Errorf("chat: message %d has role %q, which the %s template does not have (system, user or assistant)", i, m.Role, t.Format)
 		}
 	}
 	if t.DefaultSystem != "" && (len(msgs) == 0 || msgs[0].Role != "system") {

@@ -10,7 +10,7 @@ import (
 // Config is every setting of `ringlm serve`. Each one is a flag and an
 // environment variable; Settings lists them with their defaults and docs, so
 // this file is the only place a setting is described. Model, ModelName,
-// ChatTemplate, Device to PrefixCache and MaxQueue are what `ringlm serve`
+// ChatTemplate, ChatTemplateFile, Device to PrefixCache and MaxQueue are what `ringlm serve`
 // passes to runner.Load; the server reads the others (and reports Slots and
 // MaxQueue in /health).
 type Config struct {
@@ -23,7 +23,8 @@ type Config struct {
 	// comma-separated; "*" is any origin, "" turns CORS off.
 	CORSOrigins string
 
-	ChatTemplate string // force a chat format instead of detecting it from the GGUF
+	ChatTemplate     string // a named chat format instead of the GGUF's template
+	ChatTemplateFile string // a Jinja template file instead of the GGUF's template
 
 	Device       string // auto, cpu or cuda ("" = auto)
 	Slots        int
@@ -90,9 +91,10 @@ func (c *Config) Settings() []Setting {
 		{"model-name", "RINGLM_MODEL_NAME", "`NAME` reported by /v1/models and accepted in requests (default: the GGUF's general.name, else the file's base name; both are always accepted)", strVal{&c.ModelName}},
 		{"host", "RINGLM_HOST", "`ADDRESS` to listen on; 127.0.0.1 keeps the server local, 0.0.0.0 exposes it", strVal{&c.Host}},
 		{"port", "RINGLM_PORT", "TCP `PORT` (0 picks a free one and logs it)", intVal{&c.Port, 0, 65535}},
-		{"api-key", "RINGLM_API_KEY", "require 'Authorization: Bearer `KEY`' on /v1/*, /execute, /cancel, /tokenize and /detokenize (/health, /metrics and CORS preflights stay open)", strVal{&c.APIKey}},
+		{"api-key", "RINGLM_API_KEY", "require 'Authorization: Bearer `KEY`' on /v1/*, /execute, /cancel, /tokenize, /detokenize and /apply-template (/health, /metrics and CORS preflights stay open)", strVal{&c.APIKey}},
 		{"cors-origins", "RINGLM_CORS_ORIGINS", "let web pages from these `ORIGINS` call the API (comma-separated scheme://host[:port], or * for any): CORS headers, and preflight OPTIONS answered without --api-key; empty: off", strVal{&c.CORSOrigins}},
-		{"chat-template", "RINGLM_CHAT_TEMPLATE", "chat `FORMAT` to use instead of the GGUF's: chatml, llama3, llama2, mistral, phi3", strVal{&c.ChatTemplate}},
+		{"chat-template", "RINGLM_CHAT_TEMPLATE", "named chat `FORMAT` to use instead of the GGUF's own template: chatml, llama3, llama2, mistral, phi3", strVal{&c.ChatTemplate}},
+		{"chat-template-file", "RINGLM_CHAT_TEMPLATE_FILE", "Jinja chat template `FILE` to use instead of the GGUF's tokenizer.chat_template, rendered as HuggingFace's apply_chat_template does", strVal{&c.ChatTemplateFile}},
 		{"device", "RINGLM_DEVICE", "`DEVICE` that runs the model: auto (cuda when libringlm_cuda.so loads and sees a GPU, else cpu; the log says which and why), cpu, or cuda (an error if unusable)", strVal{&c.Device}},
 		{"slots", "RINGLM_SLOTS", "`N` sequences decoded together (engine slots)", intVal{&c.Slots, 1, 4096}},
 		{"token-budget", "RINGLM_TOKEN_BUDGET", "`N` tokens per engine step, prefill and decode together, as vLLM's --max-num-batched-tokens (0: 2048 on cuda, 512 on cpu)", intVal{&c.TokenBudget, 0, 1 << 20}},

@@ -1,8 +1,8 @@
 // Package httpapi is ringlm's HTTP front end, on fasthttp: the
 // OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models)
 // with SSE streaming, the native endpoints (/execute, /cancel, /health,
-// /metrics in Prometheus format, and /tokenize and /detokenize shaped like
-// llama.cpp's server's), request ids, bearer-token auth, CORS for browser
+// /metrics in Prometheus format, and /tokenize, /detokenize and
+// /apply-template shaped like llama.cpp's server's), request ids, bearer-token auth, CORS for browser
 // pages (--cors-origins), request limits, client-disconnect cancellation
 // and graceful shutdown.
 //
@@ -25,6 +25,20 @@
 //
 // Settings (flags and RINGLM_* environment variables) are all listed in
 // Config.Settings with their defaults.
+//
+// Chat: messages are rendered by the model's own Jinja template (package
+// chat) with the request's tools (OpenAI's field; tool_choice "none" leaves
+// them out), chat_template_kwargs as further template variables, and
+// vLLM's add_generation_prompt / continue_final_message; without those, a
+// conversation ending with an assistant message continues it (a prefill,
+// as llama.cpp does). Roles are system, developer (rendered as system),
+// user, assistant and tool; a message's other members (tool_calls,
+// tool_call_id, name, ...) reach the template as sent. A template that
+// refuses a conversation (raise_exception, or a message it cannot show)
+// is a 400 with the template's line and reason. The tokenizer adds BOS
+// when the vocabulary asks, so a leading bos_token the template wrote is
+// dropped first (as llama.cpp does); /apply-template shows the rendering
+// with it, as HuggingFace's apply_chat_template returns it.
 //
 // Logprobs: the chosen token's log probability and up to 20 alternatives,
 // as the device computes them (sample/doc.go: log-softmax at temperature 1

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"encoding/json"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -335,6 +336,43 @@ func (s *Server) tokenize(ctx *fasthttp.RequestCtx, r *req) {
 		b = append(b, '}')
 	}
 	b = append(b, "]}"...)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// applyTemplate is POST /apply-template, as llama.cpp's server has it: a
+// chat request's messages (with tools, chat_template_kwargs,
+// add_generation_prompt and continue_final_message) answered with
+// {"prompt": "..."}, the text the model's template makes of them: the
+// prompt /v1/chat/completions would tokenize, shown as HuggingFace's
+// apply_chat_template renders it (with the template's BOS text).
+func (s *Server) applyTemplate(ctx *fasthttp.RequestCtx, r *req) {
+	m := s.model.Load()
+	if m == nil {
+		writeError(ctx, errLoading)
+		return
+	}
+	var body struct {
+		Model    string          `json:"model"`
+		Messages json.RawMessage `json:"messages"`
+		chatFields
+	}
+	if err := parseBody(ctx.PostBody(), &body); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if !m.Accepts(body.Model) {
+		writeError(ctx, errModelNotFound(body.Model))
+		return
+	}
+	text, err := chatText(m, body.Messages, &body.chatFields)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	b := append(make([]byte, 0, len(text)+16), `{"prompt":`...)
+	b = appendJSONString(b, text)
+	b = append(b, '}')
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -55,20 +56,27 @@ type genRequest struct {
 	Echo                bool               `json:"echo"`
 	BestOf              *int64             `json:"best_of"`
 	Suffix              *string            `json:"suffix"`
+	chatFields
+}
+
+// chatFields are the chat request's fields that say how its messages
+// become the prompt: the OpenAI tools, and vLLM's template controls.
+type chatFields struct {
+	Tools      json.RawMessage `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
+	// ChatTemplateKwargs are further template variables (vLLM's name), such
+	// as {"enable_thinking": false}.
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
+	// AddGenerationPrompt and ContinueFinalMessage are apply_chat_template's
+	// switches (vLLM's names); left out, a conversation that ends with an
+	// assistant message continues it (a prefill, as llama.cpp does) and
+	// any other gets the generation prompt.
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+	ContinueFinalMessage *bool `json:"continue_final_message"`
 }
 
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
-}
-
-type message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-type contentPart struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
 }
 
 // parseBody decodes a request body, refusing what encoding/json would
@@ -125,11 +133,12 @@ func (s *Server) newJob(m *Model, k kind, rq *genRequest, r *req) (*job, *apiErr
 		if len(rq.Prompt) > 0 && k == kindExecute {
 			return nil, badRequest("messages", "give either prompt or messages, not both")
 		}
-		ids, err := s.chatPrompt(m, rq.Messages)
+		text, err := chatText(m, rq.Messages, &rq.chatFields)
 		if err != nil {
 			return nil, err
 		}
-		j.prompts = [][]int32{ids}
+		text = m.Chat.StripBOS(text, tok.Vocab().AddBOS)
+		j.prompts = [][]int32{tok.EncodeWith(text, tokenizer.EncodeOptions{ParseSpecial: true, AddSpecial: true})}
 	default:
 		ps, err := parsePrompt(tok, rq.Prompt)
 		if err != nil {
@@ -398,85 +407,118 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 	return stops, nil
 }
 
-// chatPrompt renders messages with the model's template and tokenizes
-// them. Special-token text in the template is parsed as those tokens.
-func (s *Server) chatPrompt(m *Model, raw json.RawMessage) ([]int32, *apiError) {
+// Limits of a chat request's tools.
+const (
+	maxTools    = 128
+	maxToolVars = 64
+)
+
+// chatText renders messages with the model's template. Special-token text
+// in the rendering is parsed as those tokens when it is tokenized. Errors
+// name the field at fault; a template that refuses the conversation
+// (raise_exception, or a message it cannot show) is a 400 saying why.
+func chatText(m *Model, raw json.RawMessage, f *chatFields) (string, *apiError) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, badRequest("messages", "messages is required")
+		return "", badRequest("messages", "messages is required")
 	}
-	var msgs []message
+	var msgs []json.RawMessage
 	if err := json.Unmarshal(raw, &msgs); err != nil {
 		if e := decodeError(err); e.Param != "" {
 			e.Param = "messages" + e.Param
-			return nil, e
+			return "", e
 		}
-		return nil, badRequest("messages", "invalid type for \"messages\": expected an array of {role, content} objects")
+		return "", badRequest("messages", "invalid type for \"messages\": expected an array of {role, content} objects")
 	}
 	if len(msgs) == 0 {
-		return nil, badRequest("messages", "messages must not be empty")
+		return "", badRequest("messages", "messages must not be empty")
 	}
 	if len(msgs) > maxMessages {
-		return nil, badRequest("messages", "at most %d messages", maxMessages)
+		return "", badRequest("messages", "at most %d messages", maxMessages)
 	}
 	if m.Chat == nil {
 		msg := "the model has no usable chat template"
 		if m.ChatErr != nil {
 			msg += ": " + m.ChatErr.Error()
 		}
-		return nil, badRequest("messages", "%s; start the server with --chat-template or use /v1/completions", msg)
+		return "", badRequest("messages", "%s; start the server with --chat-template or --chat-template-file, or use /v1/completions", msg)
 	}
-	out := make([]chat.Message, len(msgs))
+	r := chat.Request{Messages: make([]chat.Message, len(msgs))}
 	for i, mm := range msgs {
-		role := mm.Role
-		switch role {
-		case "system", "user", "assistant":
-		case "developer":
-			role = "system"
-		default:
-			return nil, badRequest("messages", "messages[%d].role must be system, developer, user or assistant, got %q", i, mm.Role)
-		}
-		text, err := messageText(mm.Content)
+		msg, err := chat.ParseMessage(mm)
 		if err != nil {
-			err.Param = "messages[" + itoa(i) + "].content"
-			err.Message = err.Param + ": " + err.Message
-			return nil, err
+			param, text := "messages["+itoa(i)+"]", err.Error()
+			var fe *chat.FieldError
+			if errors.As(err, &fe) {
+				if fe.Field != "" {
+					param += "." + fe.Field
+				}
+				text = fe.Msg
+			}
+			return "", badRequest(param, "%s: %s", param, text)
 		}
-		out[i] = chat.Message{Role: role, Content: text}
+		switch msg.Role {
+		case "system", "user", "assistant", "tool":
+		default:
+			return "", badRequest("messages", "messages[%d].role must be system, developer, user, assistant or tool, got %q", i, msg.Role)
+		}
+		r.Messages[i] = msg
 	}
-	text, err := m.Chat.Render(out, true)
+	if err := checkTools(f.Tools); err != nil {
+		return "", err
+	}
+	if string(bytes.TrimSpace(f.ToolChoice)) != `"none"` {
+		r.Tools = f.Tools
+	}
+	if len(f.ChatTemplateKwargs) > maxToolVars {
+		return "", badRequest("chat_template_kwargs", "at most %d template variables", maxToolVars)
+	}
+	r.Vars = f.ChatTemplateKwargs
+	last := r.Messages[len(r.Messages)-1]
+	switch {
+	case f.AddGenerationPrompt != nil || f.ContinueFinalMessage != nil:
+		r.ContinueFinal = f.ContinueFinalMessage != nil && *f.ContinueFinalMessage
+		r.AddGenerationPrompt = !r.ContinueFinal
+		if f.AddGenerationPrompt != nil {
+			r.AddGenerationPrompt = *f.AddGenerationPrompt
+		}
+	case last.Role == "assistant" && !last.Null:
+		r.ContinueFinal = true
+	default:
+		r.AddGenerationPrompt = true
+	}
+	text, err := m.Chat.Apply(r)
 	if err != nil {
-		return nil, badRequest("messages", "%s", err.Error())
+		return "", badRequest("messages", "%s", err.Error())
 	}
-	return m.Tokenizer.EncodeWith(text, tokenizer.EncodeOptions{ParseSpecial: true, AddSpecial: true}), nil
+	return text, nil
 }
 
-// messageText accepts a string, null (an assistant turn with no text) or
-// an array of text parts.
-func messageText(raw json.RawMessage) (string, *apiError) {
+// checkTools accepts the OpenAI tools field: absent, null, or an array of
+// {"type": "function", "function": {"name": ...}} objects.
+func checkTools(raw json.RawMessage) *apiError {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return nil
 	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", decodeError(err)
+	var tools []struct {
+		Type     string `json:"type"`
+		Function *struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return badRequest("tools", "invalid type for \"tools\": expected an array of {\"type\": \"function\", \"function\": {...}} objects")
+	}
+	if len(tools) > maxTools {
+		return badRequest("tools", "at most %d tools", maxTools)
+	}
+	for i, t := range tools {
+		if t.Type != "function" || t.Function == nil || t.Function.Name == "" {
+			return badRequest("tools", "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
 		}
-		return s, nil
 	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", badRequest("", "expected a string or an array of text parts")
-	}
-	var b []byte
-	for _, p := range parts {
-		if p.Type != "text" {
-			return "", badRequest("", "only text parts are supported, got %q", p.Type)
-		}
-		b = append(b, p.Text...)
-	}
-	return string(b), nil
+	return nil
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -314,6 +314,8 @@ func (s *Server) route(path []byte) (name string, h handler, auth bool, method s
 		return "/tokenize", s.tokenize, true, "POST"
 	case "/detokenize":
 		return "/detokenize", s.detokenize, true, "POST"
+	case "/apply-template":
+		return "/apply-template", s.applyTemplate, true, "POST"
 	case "/health":
 		return "/health", s.health, false, "GET"
 	case "/metrics":

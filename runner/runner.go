@@ -7,9 +7,10 @@
 //
 // It owns the choice of device (--device auto|cpu|cuda, and the fallback
 // to the CPU when auto finds no usable GPU or the GPU cannot take the
-// model), the choice of chat template (--chat-template, else the GGUF's,
-// else ChatML for a GGUF without one, as llama.cpp's server does; logged
-// once), the KV pool's size, the step sizes by device (DefaultTokenBudget:
+// model), the choice of chat template (--chat-template NAME, else
+// --chat-template-file, else the GGUF's own Jinja template, else ChatML for
+// a GGUF without one, as llama.cpp's server does; logged once), the KV
+// pool's size, the step sizes by device (DefaultTokenBudget:
 // 2048 tokens a step on the GPU, the engine's 512 on the CPU), the names a
 // model answers to and its fingerprint. It does not schedule requests (package engine) nor speak
 // HTTP (package httpapi, which serves a Runner's engine without importing
@@ -21,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,13 +83,16 @@ type Options struct {
 	// general.name, else the file's base name (the built-in model's: its
 	// own name).
 	Name string
-	// ChatTemplate forces a chat format (chat.ParseFormat; the commands'
-	// --chat-template) instead of the one detected from the GGUF's
-	// template. A GGUF without a template gets ChatML, as llama.cpp's
-	// server gives it.
-	ChatTemplate string
-	Device       string // auto, cpu or cuda ("" = auto)
-	Slots        int    // sequences decoded together (at least 1)
+	// ChatTemplate forces a named chat format (chat.ParseFormat; the
+	// commands' --chat-template) instead of the GGUF's own template.
+	// ChatTemplateFile is a Jinja template file used instead of the GGUF's
+	// (--chat-template-file). Without either the GGUF's template is
+	// rendered; a GGUF without one gets ChatML, as llama.cpp's server
+	// gives it.
+	ChatTemplate     string
+	ChatTemplateFile string
+	Device           string // auto, cpu or cuda ("" = auto)
+	Slots            int    // sequences decoded together (at least 1)
 	// TokenBudget is the tokens of one engine step, prefill and decode
 	// together, and PrefillChunk the prompt tokens one request gets in a
 	// step (at most TokenBudget); 0 takes the device's default
@@ -129,8 +134,29 @@ func (o *Options) Check() error {
 		if _, err := chat.ParseFormat(o.ChatTemplate); err != nil {
 			return fmt.Errorf("--chat-template: %w", err)
 		}
+		if o.ChatTemplateFile != "" {
+			return errors.New("--chat-template and --chat-template-file: give one of them")
+		}
+	}
+	if o.ChatTemplateFile != "" {
+		if _, err := templateFile(o.ChatTemplateFile); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// templateFile reads and compiles a --chat-template-file (without the
+// vocabulary's tokens: the check is that it parses).
+func templateFile(path string) (string, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--chat-template-file: %w", err)
+	}
+	if _, err := chat.Compile(string(src), "", ""); err != nil {
+		return "", fmt.Errorf("--chat-template-file %s: %w", path, err)
+	}
+	return string(src), nil
 }
 
 // CheckDevice rejects a --device value other than auto, cpu or cuda ("" is
@@ -159,8 +185,9 @@ func parseKVType(s string) (gguf.Type, error) {
 type Runner struct {
 	*Weights
 	Engine *engine.Engine
-	// Chat is nil when the GGUF's template was not recognised; ChatErr
-	// then says why (the commands add the flag that picks one).
+	// Chat is nil when the GGUF's template neither parses nor is
+	// recognised; ChatErr then says why (the commands add the flag that
+	// picks one).
 	Chat    *chat.Template
 	ChatErr error
 	// ChatFallback is set when the GGUF has no template and Chat is
@@ -209,6 +236,18 @@ func Start(w *Weights, o Options) (*Runner, error) {
 	}
 	kvt, _ := parseKVType(o.KVType) // checked
 	mdl, v := w.Model, w.Tokenizer.Vocab()
+	src := templateSource{forced: o.ChatTemplate, jinja: v.ChatTemplate, bos: tokenText(v, v.BOS), eos: tokenText(v, v.EOS)}
+	if o.ChatTemplateFile != "" {
+		var err error
+		if src.jinja, err = templateFile(o.ChatTemplateFile); err != nil {
+			return nil, err
+		}
+		src.file = true
+	}
+	chosen := pickTemplate(src)
+	if src.file && chosen.err != nil {
+		return nil, chosen.err
+	}
 	slots := max(o.Slots, 1)
 	dev, err := openDevice(mdl, kvt, slots, o)
 	if err != nil {
@@ -240,11 +279,15 @@ func Start(w *Weights, o Options) (*Runner, error) {
 	}
 	base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	r.Name, r.Aliases = modelNames(explicit, general, base, filepath.Base(file))
-	r.Chat, r.ChatFallback, r.ChatErr = pickTemplate(o.ChatTemplate, v.ChatTemplate)
-	if r.ChatFallback {
+	r.Chat, r.ChatFallback, r.ChatErr = chosen.t, chosen.fallback, chosen.err
+	switch {
+	case r.ChatFallback:
 		// Once per model: requests render ChatML without a word.
 		o.Log.Warn().Str("model", r.Name).Str("chat_template", string(chat.ChatML)).
 			Msg("the model has no chat template; using ChatML (--chat-template picks another)")
+	case chosen.parseErr != nil && r.Chat != nil:
+		o.Log.Warn().Str("model", r.Name).Str("chat_template", string(r.Chat.Format)).Str("error", chosen.parseErr.Error()).
+			Msg("the model's chat template does not parse; using the named format its markers show (--chat-template-file or --chat-template picks another)")
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s|%s|%d|%s|%d", general, mdl.Arch, mdl.Vocab, kvt, mdl.WeightBytes())
@@ -259,26 +302,57 @@ func Start(w *Weights, o Options) (*Runner, error) {
 	return r, nil
 }
 
+// templateSource is what the chat template is chosen from.
+type templateSource struct {
+	forced   string // --chat-template NAME
+	jinja    string // the GGUF's template, or --chat-template-file's
+	file     bool   // jinja came from --chat-template-file
+	bos, eos string // the vocabulary's BOS and EOS texts
+}
+
+// chatChoice is the chat template chosen for a model.
+type chatChoice struct {
+	t        *chat.Template // nil when err
+	fallback bool           // no template at all: ChatML
+	parseErr error          // why the GGUF's template was not used as it is
+	err      error
+}
+
 // pickTemplate chooses the chat template: the forced format, else the
-// GGUF's, else (no template at all) ChatML. An unrecognised template stays
-// an error rather than ChatML: the model was trained on another format,
-// which ChatML would only guess at.
-func pickTemplate(forced, jinja string) (t *chat.Template, fallback bool, err error) {
+// Jinja template (the file's or the GGUF's), else (no template at all)
+// ChatML. A GGUF template that does not parse falls back to the named
+// format its marker strings show, with parseErr saying why; one that is
+// not recognised either stays an error rather than ChatML: the model was
+// trained on another format, which ChatML would only guess at.
+func pickTemplate(s templateSource) chatChoice {
 	switch {
-	case forced != "":
-		f, err := chat.ParseFormat(forced) // checked by Options.Check
+	case s.forced != "":
+		f, err := chat.ParseFormat(s.forced) // checked by Options.Check
 		if err != nil {
-			return nil, false, err
+			return chatChoice{err: err}
 		}
-		return &chat.Template{Format: f}, false, nil
-	case strings.TrimSpace(jinja) == "":
-		return &chat.Template{Format: chat.ChatML}, true, nil
+		return chatChoice{t: &chat.Template{Format: f}}
+	case strings.TrimSpace(s.jinja) == "":
+		return chatChoice{t: &chat.Template{Format: chat.ChatML}, fallback: true}
 	}
-	d, err := chat.Detect(jinja)
+	t, parseErr := chat.Compile(s.jinja, s.bos, s.eos)
+	if parseErr == nil || s.file {
+		return chatChoice{t: t, err: parseErr}
+	}
+	d, err := chat.Detect(s.jinja)
 	if err != nil {
-		return nil, false, err
+		return chatChoice{parseErr: parseErr, err: fmt.Errorf("%w; %w", parseErr, err)}
 	}
-	return &d, false, nil
+	return chatChoice{t: &d, parseErr: parseErr}
+}
+
+// tokenText is the text of a special token, "" when the vocabulary has
+// none.
+func tokenText(v *tokenizer.Vocab, id int32) string {
+	if id < 0 || int(id) >= len(v.Tokens) {
+		return ""
+	}
+	return v.Tokens[id]
 }
 
 // Fault is the device's error once it has failed for good, else nil.

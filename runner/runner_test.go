@@ -242,22 +242,63 @@ func TestChatTemplateChoice(t *testing.T) {
 		forced, jinja string
 		want          chat.Format
 		fallback      bool
+		parseErr      bool
 	}{
-		{"", "", chat.ChatML, true},
-		{"", " \n", chat.ChatML, true},
-		{"", "{{'<|im_start|>' + role}}", chat.ChatML, false},
-		{"", "{{ '[INST] ' + content + ' [/INST]' }}", chat.Mistral, false},
-		{"phi3", "", chat.Phi3, false},
-		{"llama3", "{{'<|im_start|>'}}", chat.Llama3, false},
+		{"", "", chat.ChatML, true, false},
+		{"", " \n", chat.ChatML, true, false},
+		{"", "{{'<|im_start|>' + role}}", chat.Jinja, false, false},
+		{"", "{{ messages | tojson }}", chat.Jinja, false, false},
+		{"", "{% if %}<|im_start|>", chat.ChatML, false, true},               // does not parse: its markers
+		{"", "{% call x() %}[INST]{% endcall %}", chat.Mistral, false, true}, // a tag the engine lacks
+		{"phi3", "", chat.Phi3, false, false},
+		{"llama3", "{{'<|im_start|>'}}", chat.Llama3, false, false},
 	}
 	for _, c := range cases {
-		tm, fb, err := pickTemplate(c.forced, c.jinja)
-		if err != nil || tm.Format != c.want || fb != c.fallback {
-			t.Errorf("pickTemplate(%q, %q) = %+v, %v, %v; want %s, %v", c.forced, c.jinja, tm, fb, err, c.want, c.fallback)
+		ch := pickTemplate(templateSource{forced: c.forced, jinja: c.jinja})
+		if ch.err != nil || ch.t.Format != c.want || ch.fallback != c.fallback || (ch.parseErr != nil) != c.parseErr {
+			t.Errorf("pickTemplate(%q, %q) = %+v; want %s, fallback %v, parse error %v", c.forced, c.jinja, ch, c.want, c.fallback, c.parseErr)
 		}
 	}
-	if tm, _, err := pickTemplate("", "{{ messages | tojson }}"); tm != nil || !errors.Is(err, chat.ErrUnknownTemplate) {
-		t.Errorf("unrecognised template: %+v, %v", tm, err)
+	if ch := pickTemplate(templateSource{jinja: "{% for %}"}); ch.t != nil || !errors.Is(ch.err, chat.ErrUnknownTemplate) || ch.parseErr == nil {
+		t.Errorf("unparsable, unrecognised template: %+v", ch)
+	}
+}
+
+// --chat-template-file replaces the GGUF's template: rendered as Jinja with
+// the vocabulary's BOS and EOS; a file that is missing or does not parse,
+// or given with --chat-template, is a usage error before anything loads.
+func TestChatTemplateFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "t.jinja")
+	os.WriteFile(good, []byte("{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}{{ eos_token }}\n"), 0o644)
+	bad := filepath.Join(dir, "bad.jinja")
+	os.WriteFile(bad, []byte("{% for m in messages %}"), 0o644)
+
+	o := Options{Device: "cpu", KVBlocks: 16, Allocator: ringbuf.HeapAllocator{}, Log: zerolog.Nop(), ChatTemplateFile: good}
+	r, err := Load("", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	v := r.Tokenizer.Vocab()
+	if r.Chat == nil || r.Chat.Format != chat.Jinja || r.ChatFallback {
+		t.Fatalf("chat %+v fallback %v", r.Chat, r.ChatFallback)
+	}
+	got, err := r.Chat.Render([]chat.Message{{Role: "user", Content: "hi"}}, true)
+	if want := tokenText(v, v.BOS) + "<user>hi<assistant>" + tokenText(v, v.EOS); err != nil || got != want {
+		t.Errorf("rendered %q, %v; want %q", got, err, want)
+	}
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{ChatTemplateFile: bad}, "does not parse"},
+		{Options{ChatTemplateFile: filepath.Join(dir, "missing.jinja")}, "no such file"},
+		{Options{ChatTemplateFile: good, ChatTemplate: "chatml"}, "give one of them"},
+	} {
+		if err := c.o.Check(); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "--chat-template") {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
 	}
 }
 

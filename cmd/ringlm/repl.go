@@ -239,6 +239,7 @@ func (r *repl) promptFor(msg string, limit int, why string) (ids []int32, droppe
 		if err != nil {
 			return nil, 0, err
 		}
+		text = r.lm.Chat.StripBOS(text, r.lm.Tokenizer.Vocab().AddBOS)
 		ids = r.lm.Tokenizer.EncodeWith(text, tokenizer.EncodeOptions{ParseSpecial: true, AddSpecial: true})
 		if len(ids)+reserve <= limit || len(h) < 2 {
 			if len(ids) >= limit {

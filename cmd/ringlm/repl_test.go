@@ -110,7 +110,7 @@ func TestChatREPL(t *testing.T) {
 	}
 
 	out.waitPrompt(t, done)
-	if !strings.Contains(out.String(), "Chatting with "+lm.Name+" (chatml template)") {
+	if !strings.Contains(out.String(), "Chatting with "+lm.Name+" (jinja template)") {
 		t.Errorf("banner: %q", out.String())
 	}
 	r.interrupt() // ^C at the prompt: a hint, and the session goes on

@@ -30,7 +30,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 // terminal, where no -p opens the interactive chat (repl.go) as
 // `ollama run` does, instead of reading the prompt to EOF.
 func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "run [-m FILE] [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--chat-template NAME]] [--device auto|cpu|cuda]\n\nWith no -p and a terminal on stdin, run opens a chat: /clear, /bye, Ctrl-D; Ctrl-C stops an answer.")
+	fs := newFlagSet("run", "run [-m FILE] [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--chat-template NAME | --chat-template-file FILE]] [--device auto|cpu|cuda]\n\nWith no -p and a terminal on stdin, run opens a chat: /clear, /bye, Ctrl-D; Ctrl-C stops an answer.")
 	modelPath := fs.String("m", "", "GGUF model file (default: the built-in "+models.DefaultName+" model, a small Go-code completer)")
 	prompt := fs.String("p", "", "prompt (default: read from stdin; a terminal on stdin opens the interactive chat)")
 	n := fs.Int("n", 128, "tokens to generate at most; stops at the context's end (interactive chat: up to the context's end unless given)")
@@ -44,8 +44,9 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	useChat := fs.Bool("chat", false, "wrap the prompt in the model's chat template")
 	system := fs.String("system", "", "system message (with --chat, and in the interactive chat)")
 	var template string
-	fs.StringVar(&template, "chat-template", "", "chat template instead of the model's: chatml, llama3, llama2, mistral, phi3 (a model without one gets chatml)")
+	fs.StringVar(&template, "chat-template", "", "named chat template instead of the model's own: chatml, llama3, llama2, mistral, phi3 (a model without one gets chatml)")
 	fs.StringVar(&template, "template", "", "the same as --chat-template")
+	templateFile := fs.String("chat-template-file", "", "Jinja chat template file instead of the model's own")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f32 or f16 (f32 on the cpu device only)")
 	device := fs.String("device", envOr("RINGLM_DEVICE", "auto"), "device: auto (cuda when libringlm_cuda.so loads and sees a GPU, else cpu), cpu, cuda ($RINGLM_DEVICE)")
 	verbose := fs.Bool("verbose", true, "print token counts and speed at the end (interactive chat: after each answer when given)")
@@ -63,7 +64,7 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	// The same wiring as the server (model, tokenizer, chat template,
 	// device, engine), with one slot.
-	ro := runner.Options{ChatTemplate: template, Device: *device, Slots: 1, KVType: *kvType, KVMemoryMiB: runKVMemoryMiB,
+	ro := runner.Options{ChatTemplate: template, ChatTemplateFile: *templateFile, Device: *device, Slots: 1, KVType: *kvType, KVMemoryMiB: runKVMemoryMiB,
 		MaxQueue: 1, Log: zerolog.Nop()}
 	if err := ro.Check(); err != nil {
 		return usageError{err.Error()}
@@ -94,7 +95,7 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	}
 	loadTime := time.Since(start)
 	if (interactive || *useChat) && lm.Chat == nil {
-		return fmt.Errorf("%w; pick one with --chat-template", lm.ChatErr)
+		return fmt.Errorf("%w; pick one with --chat-template or --chat-template-file", lm.ChatErr)
 	}
 	if (interactive || *useChat) && lm.ChatFallback {
 		fmt.Fprintln(stderr, "ringlm run: the model has no chat template; using ChatML (--chat-template picks another)")
@@ -119,6 +120,7 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 		if text, err = lm.Chat.Render(msgs, true); err != nil {
 			return err
 		}
+		text = lm.Chat.StripBOS(text, lm.Tokenizer.Vocab().AddBOS)
 	}
 	ids := lm.Tokenizer.EncodeWith(text, tokenizer.EncodeOptions{ParseSpecial: *useChat, AddSpecial: true})
 	if len(ids) == 0 {

@@ -110,9 +110,10 @@ func TestRunBuiltinModel(t *testing.T) {
 
 func TestRunErrors(t *testing.T) {
 	m := testModel(t)
-	odd := modelWithTemplate(t, "{{ messages | tojson }}")
+	odd := modelWithTemplate(t, "{% for %}") // neither parses nor shows a known format
 	cases := map[string][]string{
 		"unrecognised chat template": {"run", "-m", odd, "-p", "hi", "--chat"},
+		"bad chat template file":     {"run", "-m", m, "-p", "hi", "--chat", "--chat-template-file", filepath.Join(t.TempDir(), "none.jinja")},
 		"bad template":               {"run", "-m", m, "-p", "hi", "--chat", "--template", "alpaca"},
 		"bad chat template":          {"run", "-m", m, "-p", "hi", "--chat", "--chat-template", "alpaca"},
 		"bad temperature":            {"run", "-m", m, "-p", "hi", "--temp", "-1"},

@@ -212,7 +212,7 @@ wait:
 // runnerOptions are the settings of cfg that say how to load and run the
 // model.
 func runnerOptions(cfg httpapi.Config) runner.Options {
-	return runner.Options{Name: cfg.ModelName, ChatTemplate: cfg.ChatTemplate, Device: cfg.Device, Slots: cfg.Slots,
+	return runner.Options{Name: cfg.ModelName, ChatTemplate: cfg.ChatTemplate, ChatTemplateFile: cfg.ChatTemplateFile, Device: cfg.Device, Slots: cfg.Slots,
 		TokenBudget: cfg.TokenBudget, PrefillChunk: cfg.PrefillChunk, KVBlocks: cfg.KVBlocks, KVMemoryMiB: cfg.KVMemoryMiB, KVType: cfg.KVType,
 		PrefixCache: cfg.PrefixCache, MaxQueue: cfg.MaxQueue}
 }

@@ -169,42 +169,7 @@ func TestServeUsage(t *testing.T) {
 // chat (ChatML, as it has no template of its own), streaming and not, as
 // the official openai client calls it.
 func TestServeBuiltinChat(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	addrCh := make(chan string, 1)
-	logs := &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, []string{"--port", "0", "--log-format", "json"}, logs, func(addr string) { addrCh <- addr }, nil)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Error("serve did not return")
-		}
-	}()
-	var base string
-	select {
-	case a := <-addrCh:
-		base = "http://" + a
-	case err := <-done:
-		t.Fatalf("serve returned early: %v\n%s", err, logs.String())
-	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if resp, err := http.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never ready:\n%s", logs.String())
-		}
-	}
+	base, logs := startServe(t, "--port", "0", "--log-format", "json")
 	const body = `{"model":"gocoder","messages":[{"role":"system","content":"You write Go."},{"role":"user","content":"Print hello."}],"max_tokens":12,"seed":1%s}`
 	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(fmt.Sprintf(body, "")))
 	if err != nil {
@@ -261,4 +226,47 @@ func TestServeBuiltinChat(t *testing.T) {
 	if n := strings.Count(logs.String(), "no chat template; using ChatML"); n != 1 {
 		t.Errorf("the ChatML fallback logged %d times:\n%s", n, logs.String())
 	}
+}
+
+// startServe runs `ringlm serve` with args until the test ends and waits
+// for /health; it returns the base URL and the log.
+func startServe(t *testing.T, args ...string) (string, *lockedBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrCh := make(chan string, 1)
+	logs := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, args, logs, func(addr string) { addrCh <- addr }, nil)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Error("serve did not return")
+		}
+	})
+	var base string
+	select {
+	case a := <-addrCh:
+		base = "http://" + a
+	case err := <-done:
+		t.Fatalf("serve returned early: %v\n%s", err, logs.String())
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if resp, err := http.Get(base + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready:\n%s", logs.String())
+		}
+	}
+	return base, logs
 }
