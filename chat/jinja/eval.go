@@ -99,31 +99,17 @@ func (ev *evaluator) execOne(n node, sc *scope, out *strings.Builder) error {
 		}
 		return atLine(assign(sc, n.target, v), n.line)
 	case *setBlockNode:
-		var b strings.Builder
-		if err := ev.exec(n.body, child(sc), &b); err != nil {
+		v, err := ev.renderFiltered(n.body, n.filters, sc, n.line)
+		if err != nil {
 			return err
-		}
-		var v any = b.String()
-		for _, f := range n.filters {
-			var err error
-			if v, err = ev.applyFilter(f, v, sc); err != nil {
-				return atLine(err, n.line)
-			}
 		}
 		sc.set(n.name, v)
 	case *macroNode:
 		sc.set(n.m.name, &macro{macroDef: n.m, sc: sc, ev: ev})
 	case *filterBlockNode:
-		var b strings.Builder
-		if err := ev.exec(n.body, child(sc), &b); err != nil {
+		v, err := ev.renderFiltered(n.body, n.filters, sc, n.line)
+		if err != nil {
 			return err
-		}
-		var v any = b.String()
-		for _, f := range n.filters {
-			var err error
-			if v, err = ev.applyFilter(f, v, sc); err != nil {
-				return atLine(err, n.line)
-			}
 		}
 		out.WriteString(pyStr(v))
 	case *withNode:
@@ -788,4 +774,22 @@ func (l *loopState) attr(name string) (any, bool) {
 		}}, true
 	}
 	return nil, false
+}
+
+// renderFiltered renders body in a child scope and passes the text through
+// filters in order: the value of {% set x %}…{% endset %} and of a
+// {% filter %} block.
+func (ev *evaluator) renderFiltered(body []node, filters []*filterExpr, sc *scope, line int) (any, error) {
+	var b strings.Builder
+	if err := ev.exec(body, child(sc), &b); err != nil {
+		return nil, err
+	}
+	var v any = b.String()
+	for _, f := range filters {
+		var err error
+		if v, err = ev.applyFilter(f, v, sc); err != nil {
+			return nil, atLine(err, line)
+		}
+	}
+	return v, nil
 }

@@ -566,28 +566,26 @@ func (p *parser) parseExpr() (expr, error) {
 	return x, nil
 }
 
-func (p *parser) parseOr() (expr, error) {
-	x, err := p.parseAnd()
-	for err == nil && p.isName("or") {
-		line := p.next().line
+// leftAssoc parses operand (op operand)* while more says an operator is
+// next, folding to the left: the binary levels of jinja2's grammar.
+func (p *parser) leftAssoc(operand func() (expr, error), more func() bool) (expr, error) {
+	x, err := operand()
+	for err == nil && more() {
+		t := p.next()
 		var r expr
-		if r, err = p.parseAnd(); err == nil {
-			x = &binExpr{op: "or", l: x, r: r, line: line}
+		if r, err = operand(); err == nil {
+			x = &binExpr{op: t.s, l: x, r: r, line: t.line}
 		}
 	}
 	return x, err
 }
 
+func (p *parser) parseOr() (expr, error) {
+	return p.leftAssoc(p.parseAnd, func() bool { return p.isName("or") })
+}
+
 func (p *parser) parseAnd() (expr, error) {
-	x, err := p.parseNot()
-	for err == nil && p.isName("and") {
-		line := p.next().line
-		var r expr
-		if r, err = p.parseNot(); err == nil {
-			x = &binExpr{op: "and", l: x, r: r, line: line}
-		}
-	}
-	return x, err
+	return p.leftAssoc(p.parseNot, func() bool { return p.isName("and") })
 }
 
 func (p *parser) parseNot() (expr, error) {
@@ -640,51 +638,19 @@ func (p *parser) parseCompare() (expr, error) {
 }
 
 func (p *parser) parseMath1() (expr, error) {
-	x, err := p.parseConcat()
-	for err == nil && (p.isOp("+") || p.isOp("-")) {
-		t := p.next()
-		var r expr
-		if r, err = p.parseConcat(); err == nil {
-			x = &binExpr{op: t.s, l: x, r: r, line: t.line}
-		}
-	}
-	return x, err
+	return p.leftAssoc(p.parseConcat, func() bool { return p.isOp("+") || p.isOp("-") })
 }
 
 func (p *parser) parseConcat() (expr, error) {
-	x, err := p.parseMath2()
-	for err == nil && p.isOp("~") {
-		t := p.next()
-		var r expr
-		if r, err = p.parseMath2(); err == nil {
-			x = &binExpr{op: "~", l: x, r: r, line: t.line}
-		}
-	}
-	return x, err
+	return p.leftAssoc(p.parseMath2, func() bool { return p.isOp("~") })
 }
 
 func (p *parser) parseMath2() (expr, error) {
-	x, err := p.parsePow()
-	for err == nil && (p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%")) {
-		t := p.next()
-		var r expr
-		if r, err = p.parsePow(); err == nil {
-			x = &binExpr{op: t.s, l: x, r: r, line: t.line}
-		}
-	}
-	return x, err
+	return p.leftAssoc(p.parsePow, func() bool { return p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%") })
 }
 
 func (p *parser) parsePow() (expr, error) {
-	x, err := p.parseUnary(true)
-	for err == nil && p.isOp("**") {
-		t := p.next()
-		var r expr
-		if r, err = p.parseUnary(true); err == nil {
-			x = &binExpr{op: "**", l: x, r: r, line: t.line}
-		}
-	}
-	return x, err
+	return p.leftAssoc(func() (expr, error) { return p.parseUnary(true) }, func() bool { return p.isOp("**") })
 }
 
 func (p *parser) parseUnary(withFilter bool) (expr, error) {
