@@ -708,50 +708,49 @@ func (p *parser) parsePrimary() (expr, error) {
 			return p.parseTuple(true)
 		case "[":
 			l := &listExpr{}
-			for !p.skipOp("]") {
-				if len(l.items) > 0 {
-					if err := p.expectOp(","); err != nil {
-						return nil, err
-					}
-					if p.skipOp("]") {
-						break
-					}
-				}
+			err := p.items("]", func() error {
 				x, err := p.parseExpr()
-				if err != nil {
-					return nil, err
-				}
 				l.items = append(l.items, x)
-			}
-			return l, nil
+				return err
+			})
+			return l, err
 		case "{":
 			d := &dictExpr{}
-			for !p.skipOp("}") {
-				if len(d.keys) > 0 {
-					if err := p.expectOp(","); err != nil {
-						return nil, err
-					}
-					if p.skipOp("}") {
-						break
-					}
-				}
+			err := p.items("}", func() error {
 				k, err := p.parseExpr()
 				if err != nil {
-					return nil, err
+					return err
 				}
 				if err := p.expectOp(":"); err != nil {
-					return nil, err
+					return err
 				}
 				v, err := p.parseExpr()
-				if err != nil {
-					return nil, err
-				}
 				d.keys, d.vals = append(d.keys, k), append(d.vals, v)
-			}
-			return d, nil
+				return err
+			})
+			return d, err
 		}
 	}
 	return nil, p.unexpected(t)
+}
+
+// items parses comma-separated items up to the closing operator close (a
+// trailing comma allowed), calling item for each: list and dict literals.
+func (p *parser) items(close string, item func() error) error {
+	for n := 0; !p.skipOp(close); n++ {
+		if n > 0 {
+			if err := p.expectOp(","); err != nil {
+				return err
+			}
+			if p.skipOp(close) {
+				break
+			}
+		}
+		if err := item(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseTuple parses an expression, or a tuple of them when commas follow.
