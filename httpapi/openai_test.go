@@ -259,7 +259,7 @@ func TestLogprobs(t *testing.T) {
 			t.Errorf("logprob %v", lp)
 		}
 	}
-	r = ts.post("/v1/chat/completions", map[string]any{"messages": []map[string]any{{"role": "user", "content": "hi"}}, "max_tokens": 4, "logprobs": true, "stream": true})
+	r = ts.post("/v1/chat/completions", map[string]any{"messages": []map[string]any{{"role": "user", "content": "hi"}}, "max_tokens": 4, "logprobs": true, "stream": true, "temperature": 0})
 	n := 0
 	for _, ev := range readSSE(t, r.body) {
 		if ev.data == "[DONE]" {
