@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
   __shared__ SampleShared ssh;
   __shared__ unsigned top_tok[RLM_MAX_TOP];
   __shared__ float top_lp[RLM_MAX_TOP];
-  extern __shared__ __align__(16) float shq[];  // kWarps × kAttnWarpFloats
+  extern __shared__ __align__(16) float shq[];  // kWarps × kAttnWarpFloats, then the products' weight ring
   __shared__ float sinv[kFuseNorm];
   __shared__ float spart[kWarps * kTokChunk];
   const size_t smem_cap = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
       phase_embed(d, T);
       grid.sync();
       prof_mark(d, 1);
-      const MPhase mp{shq, smem_cap, GemmScratch{d.gpart, d.gcnt}};
+      const MPhase mp{shq, smem_cap + kRingBytes, GemmScratch{d.gpart, d.gcnt}};  // the ring after the rest
       for (int l = 0; l < d.n_layer; l++) {
         const DLayer &L = d.layers[l];
         const float *inv = norm_factors(d, d.x, T, nullptr, sinv, shd);

@@ -30,7 +30,7 @@ extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X,
   CKR(cudaSetDevice(0), -1);
   int sms = 0;
   CKR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), -1);
-  const size_t cap = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);  // the persistent kernel's
+  const size_t cap = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats) + kRingBytes;  // the persistent kernel's
   const int nk = choose_nk((int)N, (int)K, sms);
   const size_t tiles = (N + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
   float *dx = nullptr, *dy = nullptr, *dpart = nullptr;

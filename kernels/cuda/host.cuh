@@ -400,7 +400,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     if (!stack(&L.down, &S.down, 1, "ffn_down", nullptr, d.mma)) return bail();
   }
   // Grid size: one block per SM (the kernel is written for 512 threads).
-  c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);
+  c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats) + kRingBytes;
   CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->shmem));
   int per_sm = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, c->shmem));

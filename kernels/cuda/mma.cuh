@@ -10,10 +10,11 @@
 //    (DMat.nk) is fixed per matrix when it is uploaded, from its shape and
 //    the grid (choose_nk in host.cuh), never from M. Block b takes units
 //    b, b + grid, …;
-//  - the weights are the mma's A operand (16 rows × 16 columns, loaded from
-//    global memory by each warp, groups ahead, from a copy packed at upload
-//    so that a warp streams its rows as one contiguous range; dequantized to
-//    BF16 in the loader: BF16, F16, Q8_0, F32); the input rows are the B operand, staged
+//  - the weights are the mma's A operand (16 rows × 16 columns, streamed by
+//    each warp through its own ring of stages in shared memory with
+//    cp.async, from a copy packed at upload so that a warp streams its rows
+//    as one contiguous range; dequantized to BF16 as they leave the ring:
+//    BF16, F16, Q8_0, F32); the input rows are the B operand, staged
 //    once in shared memory as BF16 (RMSNorm applied on the way: the CPU's
 //    float operations, then one rounding), for the whole phase when they
 //    fit, else per pass and per 256 columns;
@@ -41,24 +42,23 @@ namespace {
 constexpr int kGemmRows = 16 * kWarps;  // weight rows of a unit: an m16 tile per warp
 constexpr int kSG = 8;                  // 32-column groups staged at a time when the inputs do not fit whole
 // Two shapes of the same product (the same operations for every output
-// element: only how many input rows share a weight load, and how far the
-// weight loads run ahead, differ): up to kSmallM rows, one pass of 16 rows
-// and 8 groups of weights in flight per warp (decode at small batches is
-// bandwidth bound); above, passes of kPass rows (kPass / 8 n8 tiles of
-// accumulators per warp) and kPF groups in flight.
+// element: only how many input rows share a weight tile differ): up to
+// kSmallM rows, one pass of 16 rows; above, passes of kPass rows (kPass / 8
+// n8 tiles of accumulators per warp).
 constexpr int kSmallM = 16;
 #ifndef RLM_KPASS
 #define RLM_KPASS 64
 #endif
 constexpr int kPass = RLM_KPASS;
-#ifndef RLM_KPF
-#define RLM_KPF 2
-#endif
-constexpr int kPF = RLM_KPF;
-#ifndef RLM_SPF
-#define RLM_SPF 4
-#endif
-constexpr int kSmallPF = RLM_SPF;
+// The weights reach a warp through shared memory (cp.async, 16 bytes a
+// lane, L1 bypassed): a ring of stages per warp, one (16-row tile,
+// 32-column group) block a stage, kRingWarpBytes a warp in flight. Loads
+// into registers stall on their own registers (and spill them, in the
+// persistent kernel); the ring keeps the bytes in flight without them
+// (bench/logs/issue15-stream-h100.log: 2.0 TB/s from registers, 2.8–3.0
+// through the ring).
+constexpr int kRingWarpBytes = 4096;
+constexpr int kRingBytes = kWarps * kRingWarpBytes;  // at the end of the product's shared memory
 
 // Staged row pitch in BF16 elements for cols (a multiple of 32): a row is
 // 64 bytes past a multiple of 128, so the 16-byte loads of the 8 rows of
@@ -91,18 +91,34 @@ template <int TY> struct WRun { static constexpr int bytes = 16; };  // BF16, F1
 template <> struct WRun<RLM_TYPE_Q8_0> { static constexpr int bytes = 8; };
 template <> struct WRun<RLM_TYPE_F32> { static constexpr int bytes = 32; };
 
-// A weight loader: load issues the global loads of a lane's run (p: null
-// for a tile past the matrix, which reads as zero; sc: a Q8_0 row's
-// scales, group j); bf16 turns them into 8 BF16 values when they are used.
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint4 lds64(uint32_t a) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
+  return v;
+}
+// cp.async of 16 bytes, zero-filled when n is 0 (a tile past the matrix).
+__device__ __forceinline__ void cp16(uint32_t dst, const void *src, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// A lane's run of a weight block in the ring (a: its shared address) as
+// 8 BF16 values (s: a Q8_0 row's scale for the group).
 template <int TY> struct WRaw;
 template <> struct WRaw<RLM_TYPE_BF16> {
   uint4 v;
-  __device__ __forceinline__ void load(const char *p, const float *, int) { v = p ? ldw(p) : make_uint4(0, 0, 0, 0); }
+  __device__ __forceinline__ void read(uint32_t a, float) { v = lds128(a); }
   __device__ __forceinline__ uint4 bf16() const { return v; }
 };
 template <> struct WRaw<RLM_TYPE_F16> {
   uint4 v;
-  __device__ __forceinline__ void load(const char *p, const float *, int) { v = p ? ldw(p) : make_uint4(0, 0, 0, 0); }
+  __device__ __forceinline__ void read(uint32_t a, float) { v = lds128(a); }
   __device__ __forceinline__ uint4 bf16() const {
     float f[8];
     WT<RLM_TYPE_F16>::cvt(v, f);
@@ -112,14 +128,9 @@ template <> struct WRaw<RLM_TYPE_F16> {
 template <> struct WRaw<RLM_TYPE_Q8_0> {
   uint4 v;
   float s;
-  __device__ __forceinline__ void load(const char *p, const float *sc, int j) {
-    if (p) {
-      v = ldw8(p);
-      s = __ldg(sc + j);
-    } else {
-      v = make_uint4(0, 0, 0, 0);
-      s = 0.f;
-    }
+  __device__ __forceinline__ void read(uint32_t a, float sc) {
+    v = lds64(a);
+    s = sc;
   }
   __device__ __forceinline__ uint4 bf16() const {  // weight = scale × quant, then one rounding
     float f[8];
@@ -131,13 +142,9 @@ template <> struct WRaw<RLM_TYPE_Q8_0> {
 };
 template <> struct WRaw<RLM_TYPE_F32> {
   uint4 a, b;
-  __device__ __forceinline__ void load(const char *p, const float *, int) {
-    if (p) {
-      a = ldw(p);
-      b = ldw(p + 16);
-    } else {
-      a = b = make_uint4(0, 0, 0, 0);
-    }
+  __device__ __forceinline__ void read(uint32_t p, float) {
+    a = lds128(p);
+    b = lds128(p + 16);
   }
   __device__ __forceinline__ uint4 bf16() const {
     return make_uint4(pack_bf16(__uint_as_float(a.x), __uint_as_float(a.y)),
@@ -192,20 +199,57 @@ struct GemmScratch {
 #else
 #define RLM_GEMM_ATTR __noinline__
 #endif
-template <int TY, int PASS, int PF, class Epi>
+template <int TY, int PASS, class Epi>
 __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,
                                     Epi epi) {
   constexpr int NT = PASS / 8;
+  constexpr int RUN = WRun<TY>::bytes, BLK = 64 * RUN;  // a (16-row tile, 32-column group) block
+  constexpr int D = kRingWarpBytes / BLK;                // the warp's ring: stages of one block
+  static_assert(D >= 2 && kSG % D == 0, "ring stages");
   __shared__ int s_last;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int K = W.cols, G = K / 32, nk = W.nk;
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, units = tiles * nk, npad = tiles * kGemmRows;
   const bool spread = nk > 1 && M > kSmallM;
+  cap -= kRingBytes;
+  const uint32_t ring = (uint32_t)__cvta_generic_to_shared(reinterpret_cast<char *>(xs) + cap) + warp * kRingWarpBytes;
   const int pitch_all = gemm_pitch(K);
   const bool resident = M <= PASS && (size_t)((M + 7) / 8 * 8) * pitch_all * 2 <= cap;
   const int pitch = resident ? pitch_all : gemm_pitch(kSG * 32);
   constexpr int kPairs = kGemmRows / 2;
+  // A unit's weights: the warp's 16-row tile, groups j0..j1 of it. issue
+  // starts the copy of group j into stage st (and loads a Q8_0 group's two
+  // row scales into registers, as far ahead).
+  const char *pb = nullptr;
+  const float *slo = nullptr, *shi = nullptr;
+  float sl[D], sh[D];
+  auto at = [&](int u) {
+    const int tile = u / nk, t16 = tile * (kGemmRows / 16) + warp, rlo = tile * kGemmRows + warp * 16 + g;
+    pb = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK : nullptr;
+    slo = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)rlo * G : nullptr;
+    shi = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)(rlo + 8) * G : nullptr;
+  };
+  auto issue = [&](int j, int st) {
+    const char *src = pb ? pb + (size_t)j * BLK : reinterpret_cast<const char *>(W.w);
+#pragma unroll
+    for (int k = 0; k < BLK / 512; k++) cp16(ring + st * BLK + k * 512 + lane * 16, src + k * 512 + lane * 16, pb ? 16 : 0);
+    if (TY == RLM_TYPE_Q8_0) {
+      sl[st] = slo ? __ldg(slo + j) : 0.f;
+      sh[st] = shi ? __ldg(shi + j) : 0.f;
+    }
+  };
+  auto prime = [&](int u) {
+    at(u);
+    const int chunk = u % nk, j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
+#pragma unroll
+    for (int i = 0; i < D; i++) {
+      if (j0 + i < j1) issue(j0 + i, i);
+      cp_commit();
+    }
+  };
   __syncthreads();  // the previous user of the shared memory is done
+  bool primed = (int)blockIdx.x < units;
+  if (primed) prime(blockIdx.x);  // the first weights in flight while the inputs are staged
   if (resident) {
     gstage(in, 0, M, 0, K, xs, pitch_all);
     __syncthreads();
@@ -214,12 +258,6 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
     const int tile = u / nk, chunk = u % nk;
     const int j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
     const int rlo = tile * kGemmRows + warp * 16 + g, rhi = rlo + 8;
-    constexpr int RUN = WRun<TY>::bytes, BLK = 64 * RUN;
-    const int t16 = tile * (kGemmRows / 16) + warp;  // the warp's 16-row tile
-    const char *pb = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK + lane * RUN : nullptr;
-    const char *plo = pb, *phi = pb ? pb + 32 * RUN : nullptr;
-    const float *slo = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)rlo * G : nullptr;
-    const float *shi = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)rhi * G : nullptr;
     // Passes inside the unit: the later ones read the unit's weights from L2.
     for (int m0 = 0, pass = 0; m0 < M; m0 += PASS, pass++) {
       const int mrows = min(PASS, M - m0);
@@ -227,13 +265,8 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
       float acc[NT][4];
 #pragma unroll
       for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-      WRaw<TY> wl[PF], wh[PF];
-#pragma unroll
-      for (int i = 0; i < PF; i++)
-        if (j0 + i < j1) {
-          wl[i].load(plo ? plo + (size_t)(j0 + i) * BLK : nullptr, slo, j0 + i);
-          wh[i].load(phi ? phi + (size_t)(j0 + i) * BLK : nullptr, shi, j0 + i);
-        }
+      if (!primed) prime(u);
+      primed = false;
       for (int s0 = j0; s0 < j1; s0 += kSG) {
         const int s1 = min(s0 + kSG, j1);
         int cbase = 0;
@@ -243,16 +276,20 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
           __syncthreads();
           cbase = 32 * s0;
         }
-        for (int jb = s0; jb < s1; jb += PF) {
+        for (int jb = s0; jb < s1; jb += D) {
 #pragma unroll
-          for (int i = 0; i < PF; i++) {
+          for (int i = 0; i < D; i++) {
             const int j = jb + i;
             if (j < s1) {
-              const uint4 lo = wl[i].bf16(), hi = wh[i].bf16();
-              if (j + PF < j1) {
-                wl[i].load(plo ? plo + (size_t)(j + PF) * BLK : nullptr, slo, j + PF);
-                wh[i].load(phi ? phi + (size_t)(j + PF) * BLK : nullptr, shi, j + PF);
-              }
+              cp_wait<D - 1>();  // this lane's copies of group j are in
+              __syncwarp();      // and every lane's
+              WRaw<TY> wl, wh;
+              wl.read(ring + i * BLK + lane * RUN, sl[i]);
+              wh.read(ring + i * BLK + 32 * RUN + lane * RUN, sh[i]);
+              __syncwarp();  // every lane has read stage i before it is refilled
+              if (j + D < j1) issue(j + D, i);
+              cp_commit();
+              const uint4 lo = wl.bf16(), hi = wh.bf16();
               const __nv_bfloat16 *xc = xrow + (32 * j - cbase);
 #pragma unroll
               for (int nt = 0; nt < NT; nt++) {
@@ -308,6 +345,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
       if (threadIdx.x == 0) s.cnt[pass * tiles + tile] = 0;
     }
   }
+  cp_wait<0>();
   if (!spread) return;
   cg::this_grid().sync();
   const size_t total = (size_t)tiles * M * kPairs;
@@ -328,16 +366,16 @@ template <class Epi>
 __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap, GemmScratch s, Epi epi) {
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
   if (M <= kSmallM) {
-    if (W.type == RLM_TYPE_BF16) gemm_t<RLM_TYPE_BF16, kSmallM, kSmallPF>(W, in, M, xs, cap, s, epi);
-    else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kSmallM, kSmallPF>(W, in, M, xs, cap, s, epi);
-    else if (W.type == RLM_TYPE_Q8_0) gemm_t<RLM_TYPE_Q8_0, kSmallM, kSmallPF>(W, in, M, xs, cap, s, epi);
-    else gemm_t<RLM_TYPE_F32, kSmallM, 4>(W, in, M, xs, cap, s, epi);
+    if (W.type == RLM_TYPE_BF16) gemm_t<RLM_TYPE_BF16, kSmallM>(W, in, M, xs, cap, s, epi);
+    else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kSmallM>(W, in, M, xs, cap, s, epi);
+    else if (W.type == RLM_TYPE_Q8_0) gemm_t<RLM_TYPE_Q8_0, kSmallM>(W, in, M, xs, cap, s, epi);
+    else gemm_t<RLM_TYPE_F32, kSmallM>(W, in, M, xs, cap, s, epi);
     return;
   }
-  if (W.type == RLM_TYPE_BF16) gemm_t<RLM_TYPE_BF16, kPass, kPF>(W, in, M, xs, cap, s, epi);
-  else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kPass, kPF>(W, in, M, xs, cap, s, epi);
-  else if (W.type == RLM_TYPE_Q8_0) gemm_t<RLM_TYPE_Q8_0, kPass, kPF>(W, in, M, xs, cap, s, epi);
-  else gemm_t<RLM_TYPE_F32, kPass, kPF>(W, in, M, xs, cap, s, epi);
+  if (W.type == RLM_TYPE_BF16) gemm_t<RLM_TYPE_BF16, kPass>(W, in, M, xs, cap, s, epi);
+  else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kPass>(W, in, M, xs, cap, s, epi);
+  else if (W.type == RLM_TYPE_Q8_0) gemm_t<RLM_TYPE_Q8_0, kPass>(W, in, M, xs, cap, s, epi);
+  else gemm_t<RLM_TYPE_F32, kPass>(W, in, M, xs, cap, s, epi);
 }
 
 // The pairs of the QKV matrix, in the order its rows are permuted to at
