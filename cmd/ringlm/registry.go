@@ -95,4 +95,3 @@ func checkPrivate(dir string) error {
 	}
 	return nil
 }
-
