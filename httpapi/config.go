@@ -4,18 +4,23 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // Config is every setting of `ringlm serve`. Each one is a flag and an
 // environment variable; Settings lists them with their defaults and docs, so
-// this file is the only place a setting is described. Model, ModelName,
+// this file is the only place a setting is described. Models, ModelName,
 // ChatTemplate, ChatTemplateFile, Device to PrefixCache and MaxQueue are what `ringlm serve`
 // passes to runner.Load; the server reads the others (and reports Slots and
-// MaxQueue in /health).
+// MaxQueue in /health; MaxQueue also bounds the requests waiting for a
+// model switch).
 type Config struct {
-	Model     string // GGUF file
-	ModelName string // name reported by /v1/models; "" = general.name, else the file's base name
+	// Models are the models to serve (-m, repeated): GGUF files; none =
+	// the built-in model. With several, requests pick one by name and one
+	// is loaded at a time (SetModels).
+	Models    []string
+	ModelName string // name reported by /v1/models for the one model; "" = general.name, else the file's base name
 	Host      string
 	Port      int
 	APIKey    string
@@ -87,11 +92,11 @@ type Setting struct {
 // Settings binds every field of c to its flag and environment variable.
 func (c *Config) Settings() []Setting {
 	return []Setting{
-		{"m", "RINGLM_MODEL", "GGUF model `FILE` (default: the built-in gocoder model, a small Go-code completer)", strVal{&c.Model}},
-		{"model-name", "RINGLM_MODEL_NAME", "`NAME` reported by /v1/models and accepted in requests (default: the GGUF's general.name, else the file's base name; both are always accepted)", strVal{&c.ModelName}},
+		{"m", "RINGLM_MODEL", "GGUF model `FILE` (default: the built-in gocoder model, a small Go-code completer); repeat -m to serve several, each named by its file's base name and loaded when a request names it, one at a time (comma-separated in the variable)", &listVal{p: &c.Models}},
+		{"model-name", "RINGLM_MODEL_NAME", "`NAME` reported by /v1/models and accepted in requests, with one -m (default: the GGUF's general.name, else the file's base name; both are always accepted)", strVal{&c.ModelName}},
 		{"host", "RINGLM_HOST", "`ADDRESS` to listen on; 127.0.0.1 keeps the server local, 0.0.0.0 exposes it", strVal{&c.Host}},
 		{"port", "RINGLM_PORT", "TCP `PORT` (0 picks a free one and logs it)", intVal{&c.Port, 0, 65535}},
-		{"api-key", "RINGLM_API_KEY", "require 'Authorization: Bearer `KEY`' on /v1/*, /execute, /cancel, /tokenize, /detokenize and /apply-template (/health, /metrics and CORS preflights stay open)", strVal{&c.APIKey}},
+		{"api-key", "RINGLM_API_KEY", "require 'Authorization: Bearer `KEY`' on /v1/*, /api/ps, /execute, /cancel, /tokenize, /detokenize and /apply-template (/health, /metrics and CORS preflights stay open)", strVal{&c.APIKey}},
 		{"cors-origins", "RINGLM_CORS_ORIGINS", "let web pages from these `ORIGINS` call the API (comma-separated scheme://host[:port], or * for any): CORS headers, and preflight OPTIONS answered without --api-key; empty: off", strVal{&c.CORSOrigins}},
 		{"chat-template", "RINGLM_CHAT_TEMPLATE", "named chat `FORMAT` to use instead of the GGUF's own template: chatml, llama3, llama2, mistral, phi3", strVal{&c.ChatTemplate}},
 		{"chat-template-file", "RINGLM_CHAT_TEMPLATE_FILE", "Jinja chat template `FILE` to use instead of the GGUF's tokenizer.chat_template, rendered as HuggingFace's apply_chat_template does", strVal{&c.ChatTemplateFile}},
@@ -103,7 +108,7 @@ func (c *Config) Settings() []Setting {
 		{"kv-memory", "RINGLM_KV_MEMORY", "KV cache size in `MiB` when --kv-blocks is 0 (capped at slots × context; on cuda also by free GPU memory)", intVal{&c.KVMemoryMiB, 1, 1 << 24}},
 		{"kv-type", "RINGLM_KV_TYPE", "KV cache element `TYPE`: f16 or f32 (cpu only; cuda keeps f16)", strVal{&c.KVType}},
 		{"prefix-cache", "RINGLM_PREFIX_CACHE", "reuse the KV blocks of prompt prefixes seen before", boolVal{&c.PrefixCache}},
-		{"max-queue", "RINGLM_MAX_QUEUE", "`N` requests waiting for a slot before new ones get 503", intVal{&c.MaxQueue, 1, 1 << 20}},
+		{"max-queue", "RINGLM_MAX_QUEUE", "`N` requests waiting for a slot before new ones get 503; as many may wait for a model switch (several -m)", intVal{&c.MaxQueue, 1, 1 << 20}},
 		{"max-body", "RINGLM_MAX_BODY", "largest request body in `BYTES` (larger ones get 413)", intVal{&c.MaxBody, 1 << 10, 1 << 30}},
 		{"max-tokens", "RINGLM_MAX_TOKENS", "largest max_tokens (`N`) a request may ask for; also the default, capped by the context", intVal{&c.MaxTokens, 1, 1 << 24}},
 		{"max-choices", "RINGLM_MAX_CHOICES", "largest n × prompts (`N`) of one request", intVal{&c.MaxChoices, 1, 1024}},
@@ -124,7 +129,13 @@ func (c *Config) Settings() []Setting {
 func (c *Config) Register(fs *flag.FlagSet, getenv func(string) string) error {
 	for _, s := range c.Settings() {
 		if v := getenv(s.Env); v != "" {
-			if err := s.Value.Set(v); err != nil {
+			var err error
+			if l, ok := s.Value.(*listVal); ok {
+				err = l.setDefault(v)
+			} else {
+				err = s.Value.Set(v)
+			}
+			if err != nil {
 				return fmt.Errorf("%s=%q: %w", s.Env, v, err)
 			}
 		}
@@ -148,6 +159,18 @@ func (c *Config) Check() error {
 	if c.StallTimeout <= 0 || c.ShutdownTimeout < 0 || c.ReadTimeout <= 0 || c.IdleTimeout <= 0 {
 		return fmt.Errorf("timeouts must be positive")
 	}
+	if len(c.Models) > 1 {
+		// Each of several models is named by its -m; one name cannot
+		// stand for them all.
+		if c.ModelName != "" {
+			return fmt.Errorf("--model-name names the one model of a single -m; with %d, each is named by its file's base name", len(c.Models))
+		}
+		// --trace follows one engine from start to shutdown; a switch
+		// closes it.
+		if c.Trace != "" {
+			return fmt.Errorf("--trace records one model's engine: give one -m, or use /debug/trace (--debug)")
+		}
+	}
 	return nil
 }
 
@@ -160,6 +183,43 @@ func (v strVal) String() string {
 	return *v.p
 }
 func (v strVal) Set(s string) error { *v.p = s; return nil }
+
+// listVal is a flag that may be repeated (-m a -m b). The environment
+// variable gives the default as a comma-separated list; the first flag on
+// the command line replaces it, as a flag replaces any setting's default.
+type listVal struct {
+	p       *[]string
+	flagged bool
+}
+
+func (v *listVal) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strings.Join(*v.p, ",")
+}
+
+func (v *listVal) Set(s string) error {
+	if s == "" {
+		return fmt.Errorf("empty value")
+	}
+	if !v.flagged {
+		*v.p, v.flagged = nil, true
+	}
+	*v.p = append(*v.p, s)
+	return nil
+}
+
+func (v *listVal) setDefault(s string) error {
+	var l []string
+	for e := range strings.SplitSeq(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			l = append(l, e)
+		}
+	}
+	*v.p = l
+	return nil
+}
 
 type intVal struct {
 	p        *int

@@ -2,9 +2,23 @@
 // OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models)
 // with SSE streaming, the native endpoints (/execute, /cancel, /health,
 // /metrics in Prometheus format, and /tokenize, /detokenize and
-// /apply-template shaped like llama.cpp's server's), request ids, bearer-token auth, CORS for browser
+// /apply-template shaped like llama.cpp's server's), GET /api/ps in
+// Ollama's shape, request ids, bearer-token auth, CORS for browser
 // pages (--cors-origins), request limits, client-disconnect cancellation
 // and graceful shutdown.
+//
+// Models: a server serves one model (SetModel) or several by name
+// (SetModels), one loaded at a time (models.go). Every endpoint that
+// takes a model field (the generation endpoints, /tokenize, /detokenize,
+// /apply-template) routes by it, an absent one to the first model; an
+// unknown name is a 404 (model_not_found) listing the names served. A
+// request for a model that is not loaded waits while the loaded model's
+// running requests finish, the model is closed and the one asked for is
+// loaded through its ModelSource; at most Config.MaxQueue wait, and more
+// get 503. A request holds its model through one atomic pointer and a
+// counter from routing until its answer is written, so the loaded
+// model's requests take no lock. /api/ps (ps.go) reports the loaded
+// model's size, digest and device, for `ringlm ps`.
 //
 // It owns the translation between HTTP and engine requests: parsing and
 // validating bodies, tokenizing prompts and chat messages, detokenizing

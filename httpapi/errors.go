@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -39,9 +40,20 @@ var (
 	errNotFound  = &apiError{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Code: "not_found", Message: "no such endpoint"}
 )
 
-func errModelNotFound(name string) *apiError {
+// errModelNotFound names the models served, so that the one line says
+// what to ask for instead.
+func errModelNotFound(name string, served []string) *apiError {
+	q := make([]string, len(served))
+	for i, n := range served {
+		q[i] = strconv.Quote(n)
+	}
 	return &apiError{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
-		Message: "the model " + strconv.Quote(name) + " does not exist; GET /v1/models lists the served model"}
+		Message: "the model " + strconv.Quote(name) + " does not exist; served: " + strings.Join(q, ", ")}
+}
+
+func errSwitchQueueFull(name string, max int) *apiError {
+	return &apiError{Status: fasthttp.StatusServiceUnavailable, Type: "server_error", Code: "queue_full",
+		Message: itoa(max) + " requests are already waiting for a model switch; retry " + strconv.Quote(name) + " later"}
 }
 
 func internalError(err error) *apiError {

@@ -82,7 +82,7 @@ func startServer(t testing.TB, edit func(*Config), noModel ...bool) *testServer 
 func startServerWith(t testing.TB, edit func(*Config), wrap func(net.Listener) net.Listener, withModel bool) *testServer {
 	t.Helper()
 	cfg := testConfig()
-	cfg.Model = tinyModel(t)
+	cfg.Models = []string{tinyModel(t)}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -117,7 +117,7 @@ func startServerWith(t testing.TB, edit func(*Config), wrap func(net.Listener) n
 
 func (ts *testServer) load() {
 	ts.t.Helper()
-	r, err := runner.Load(ts.s.cfg.Model, runner.Options{Name: ts.s.cfg.ModelName, ChatTemplate: ts.s.cfg.ChatTemplate, ChatTemplateFile: ts.s.cfg.ChatTemplateFile,
+	r, err := runner.Load(ts.s.cfg.Models[0], runner.Options{Name: ts.s.cfg.ModelName, ChatTemplate: ts.s.cfg.ChatTemplate, ChatTemplateFile: ts.s.cfg.ChatTemplateFile,
 		Device: ts.s.cfg.Device, Slots: ts.s.cfg.Slots, TokenBudget: ts.s.cfg.TokenBudget, PrefillChunk: ts.s.cfg.PrefillChunk, KVBlocks: ts.s.cfg.KVBlocks,
 		KVMemoryMiB: ts.s.cfg.KVMemoryMiB, KVType: ts.s.cfg.KVType, PrefixCache: ts.s.cfg.PrefixCache, MaxQueue: ts.s.cfg.MaxQueue,
 		Allocator: ringbuf.HeapAllocator{}, Log: ts.s.log, StepHook: ts.s.StepHook()})

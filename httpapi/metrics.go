@@ -40,6 +40,7 @@ type metrics struct {
 
 	mu     sync.Mutex
 	byCode map[httpKey]prometheus.Counter
+	models map[string]*modelMetrics // by name, bound once each
 }
 
 // modelMetrics are the series of one model (label model_name), resolved
@@ -106,6 +107,7 @@ func newMetrics(s *Server) *metrics {
 		http: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ringlm:http_requests_total",
 			Help: "HTTP requests by route and status."}, []string{"route", "code"}),
 		byCode: map[httpKey]prometheus.Counter{},
+		models: map[string]*modelMetrics{},
 	}
 	m.reg.MustRegister(m.ttft, m.itl, m.e2e, m.queue, m.step, m.finished, m.http, engineCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -133,15 +135,25 @@ func detached() *modelMetrics {
 	return mm
 }
 
-// bind creates the series of the model named name and makes them current.
-func (m *metrics) bind(name string) {
+// bind creates the series of the model named name (or finds them: a
+// model served again after a switch keeps its series) and makes them
+// current.
+func (m *metrics) bind(name string) *modelMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mm, ok := m.models[name]; ok {
+		m.cur.Store(mm)
+		return mm
+	}
 	mm := &modelMetrics{name: name, finished: map[string]prometheus.Counter{},
 		ttft: m.ttft.WithLabelValues(name), itl: m.itl.WithLabelValues(name), e2e: m.e2e.WithLabelValues(name),
 		queue: m.queue.WithLabelValues(name), step: m.step.WithLabelValues(name)}
 	for _, r := range finishReasons {
 		mm.finished[r] = m.finished.WithLabelValues(name, r)
 	}
+	m.models[name] = mm
 	m.cur.Store(mm)
+	return mm
 }
 
 // StepHook observes engine step times; pass it as engine.Config.StepHook.
@@ -225,12 +237,14 @@ func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
-	md := c.s.model.Load()
-	if md == nil {
+	l := c.s.current()
+	if l == nil {
 		return
 	}
+	defer l.release()
+	md := l.m
 	st := md.Engine.Stats()
-	prompt := float64(c.s.met.cur.Load().promptTokens.Load())
+	prompt := float64(l.met.promptTokens.Load())
 	total := st.Blocks.Free + st.Blocks.Used + st.Blocks.Idle
 	usage := 0.0
 	if total > 0 {

@@ -280,7 +280,12 @@ func TestAbortSeenAfterTheEngineEnded(t *testing.T) {
 	if err := parseBody([]byte(`{"prompt":"The ring","max_tokens":1000,"ignore_eos":true}`), &rq); err != nil {
 		t.Fatal(err)
 	}
-	j, apiErr := ts.s.newJob(ts.m, kindCompletion, &rq, &req{id: "r", start: time.Now(), route: "/v1/completions", log: ts.s.log})
+	l, apiErr := ts.s.use(context.Background(), "")
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	defer l.release()
+	j, apiErr := ts.s.newJob(l, kindCompletion, &rq, &req{id: "r", start: time.Now(), route: "/v1/completions", log: ts.s.log})
 	if apiErr != nil {
 		t.Fatal(apiErr)
 	}

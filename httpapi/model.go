@@ -29,6 +29,8 @@ type Model struct {
 	// outputs (system_fingerprint): the same seed under the same
 	// fingerprint gives the same text.
 	Fingerprint string
+	// Info is what GET /api/ps reports: size, digest, details.
+	Info ModelInfo
 	// Backend owns the engine, its device and the model file; nil when
 	// the engine is all there is to close (tests over a device of their
 	// own).

@@ -215,20 +215,30 @@ func (s *Server) cancelRequest(ctx *fasthttp.RequestCtx, r *req) {
 }
 
 // health is GET /health: 503 while loading or shutting down, 200 with
-// the device, the model, KV usage and the queue when ready.
+// the device, the model, KV usage and the queue when ready, and 200
+// {"status":"switching"} while a server of several models has none
+// loaded (a switch, or a load that failed: requests are still taken).
 func (s *Server) health(ctx *fasthttp.RequestCtx, r *req) {
-	m := s.model.Load()
 	ctx.SetContentType("application/json")
-	switch {
-	case s.draining.Load():
+	if s.draining.Load() {
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.SetBodyString(`{"status":"shutting_down"}`)
 		return
-	case m == nil:
+	}
+	l := s.current()
+	if l == nil {
+		if sw := s.sw.Load(); sw != nil {
+			// Requests are taken and wait for their model: ready, with
+			// none loaded this moment.
+			ctx.SetBodyString(`{"status":"switching"}`)
+			return
+		}
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.SetBodyString(`{"status":"loading"}`)
 		return
 	}
+	defer l.release()
+	m := l.m
 	if err := m.Fault(); err != nil {
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		b, _ := marshal(struct {
@@ -278,6 +288,7 @@ func (s *Server) health(ctx *fasthttp.RequestCtx, r *req) {
 // tokenizeRequest is POST /tokenize's body, as llama.cpp's server takes
 // it. Pointers tell absent fields from false ones.
 type tokenizeRequest struct {
+	Model        string  `json:"model"` // vLLM's; absent: the default model
 	Content      *string `json:"content"`
 	AddSpecial   bool    `json:"add_special"`
 	ParseSpecial *bool   `json:"parse_special"`
@@ -292,16 +303,18 @@ type tokenizeRequest struct {
 // (and EOS) as a completion prompt gets them, so the count equals the
 // prompt_tokens a /v1/completions request with the same text reports.
 func (s *Server) tokenize(ctx *fasthttp.RequestCtx, r *req) {
-	m := s.model.Load()
-	if m == nil {
-		writeError(ctx, errLoading)
-		return
-	}
 	var body tokenizeRequest
 	if err := parseBody(ctx.PostBody(), &body); err != nil {
 		writeError(ctx, err)
 		return
 	}
+	l, e := s.use(ctx, body.Model)
+	if e != nil {
+		writeError(ctx, e)
+		return
+	}
+	defer l.release()
+	m := l.m
 	if body.Content == nil {
 		writeError(ctx, badRequest("content", `content is required: {"content": "text to tokenize"}`))
 		return
@@ -347,11 +360,6 @@ func (s *Server) tokenize(ctx *fasthttp.RequestCtx, r *req) {
 // prompt /v1/chat/completions would tokenize, shown as HuggingFace's
 // apply_chat_template renders it (with the template's BOS text).
 func (s *Server) applyTemplate(ctx *fasthttp.RequestCtx, r *req) {
-	m := s.model.Load()
-	if m == nil {
-		writeError(ctx, errLoading)
-		return
-	}
 	var body struct {
 		Model    string          `json:"model"`
 		Messages json.RawMessage `json:"messages"`
@@ -361,11 +369,13 @@ func (s *Server) applyTemplate(ctx *fasthttp.RequestCtx, r *req) {
 		writeError(ctx, err)
 		return
 	}
-	if !m.Accepts(body.Model) {
-		writeError(ctx, errModelNotFound(body.Model))
+	l, e := s.use(ctx, body.Model)
+	if e != nil {
+		writeError(ctx, e)
 		return
 	}
-	text, err := chatText(m, body.Messages, &body.chatFields)
+	defer l.release()
+	text, err := chatText(l.m, body.Messages, &body.chatFields)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -381,18 +391,21 @@ func (s *Server) applyTemplate(ctx *fasthttp.RequestCtx, r *req) {
 // {"content": "..."}, special tokens written out as their text (HF's
 // decode with skip_special_tokens=False, llama.cpp's /detokenize).
 func (s *Server) detokenize(ctx *fasthttp.RequestCtx, r *req) {
-	m := s.model.Load()
-	if m == nil {
-		writeError(ctx, errLoading)
-		return
-	}
 	var body struct {
+		Model  string   `json:"model"`
 		Tokens *[]int32 `json:"tokens"`
 	}
 	if err := parseBody(ctx.PostBody(), &body); err != nil {
 		writeError(ctx, err)
 		return
 	}
+	l, e := s.use(ctx, body.Model)
+	if e != nil {
+		writeError(ctx, e)
+		return
+	}
+	defer l.release()
+	m := l.m
 	if body.Tokens == nil {
 		writeError(ctx, badRequest("tokens", `tokens is required: {"tokens": [1, 2, 3]}`))
 		return

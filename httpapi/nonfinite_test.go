@@ -14,7 +14,7 @@ import (
 // error event after the headers went out.
 func TestNonFiniteLogitsAnswerError(t *testing.T) {
 	poisoned := testmodel.Poison(t, tinyModel(t), "output_norm.weight", float32(math.NaN()))
-	ts := startServer(t, func(c *Config) { c.Model = poisoned })
+	ts := startServer(t, func(c *Config) { c.Models = []string{poisoned} })
 	const want = "non-finite logits (NaN/Inf) at position"
 
 	for _, p := range []struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 
@@ -19,13 +20,8 @@ func (s *Server) chatCompletions(ctx *fasthttp.RequestCtx, r *req) { s.generate(
 // generate is the common path of the generation endpoints: parse, submit,
 // then answer with one JSON body or an SSE stream.
 func (s *Server) generate(ctx *fasthttp.RequestCtx, r *req, k kind) {
-	m := s.model.Load()
-	switch {
-	case s.draining.Load():
+	if s.draining.Load() {
 		writeError(ctx, errDraining)
-		return
-	case m == nil:
-		writeError(ctx, errLoading)
 		return
 	}
 	var rq genRequest
@@ -33,7 +29,20 @@ func (s *Server) generate(ctx *fasthttp.RequestCtx, r *req, k kind) {
 		writeError(ctx, err)
 		return
 	}
-	j, err := s.newJob(m, k, &rq, r)
+	l, err := s.use(ctx, rq.Model)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	// Held until the answer is written: it reads the tokenizer. A stream
+	// hands it to its body.
+	held := true
+	defer func() {
+		if held {
+			l.release()
+		}
+	}()
+	j, err := s.newJob(l, k, &rq, r)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -77,7 +86,8 @@ func (s *Server) generate(ctx *fasthttp.RequestCtx, r *req, k kind) {
 	// Send headers at once: clients learn that the request was accepted
 	// before the first token, which may wait behind the queue.
 	ctx.Response.ImmediateHeaderFlush = true
-	ctx.SetBodyStream(&sseBody{s: s, j: j, k: k, r: r, conn: conn, method: method, untrack: untrack}, -1)
+	held = false
+	ctx.SetBodyStream(&sseBody{s: s, j: j, k: k, r: r, conn: conn, method: method, untrack: untrack, release: l.release}, -1)
 }
 
 // sseBody is a streaming response body that fasthttp's connection
@@ -96,6 +106,7 @@ type sseBody struct {
 	conn    net.Conn
 	method  string
 	untrack func()
+	release func() // the model, once the body is written
 	ran     bool
 }
 
@@ -111,6 +122,7 @@ func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
 	note, err := b.j.streamSSE(bw, b.k)
 	stopWatch()
 	b.untrack()
+	b.release()
 	b.s.logDone(b.r, fasthttp.StatusOK, b.method, note)
 	return cw.n, err
 }
@@ -127,6 +139,7 @@ func (b *sseBody) Close() error {
 		b.ran = true
 		b.j.gone(errClientGone)
 		b.untrack()
+		b.release()
 		b.s.logDone(b.r, fasthttp.StatusOK, b.method, "never sent")
 	}
 	return nil
@@ -545,10 +558,15 @@ func (s *chunkSink) finish() error {
 	return s.flush()
 }
 
+// models is GET /v1/models: every model served. With several, each
+// says whether it is the loaded one, and max_model_len is there once it
+// has been loaded.
 func (s *Server) models(ctx *fasthttp.RequestCtx, r *req) {
-	m := s.model.Load()
 	b := []byte(`{"object":"list","data":[`)
-	if m != nil {
+	for i, m := range s.modelList() {
+		if i > 0 {
+			b = append(b, ',')
+		}
 		b = appendModel(b, m)
 	}
 	b = append(b, "]}"...)
@@ -557,26 +575,47 @@ func (s *Server) models(ctx *fasthttp.RequestCtx, r *req) {
 }
 
 func (s *Server) modelByID(ctx *fasthttp.RequestCtx, r *req) {
-	m := s.model.Load()
 	name := string(ctx.Path()[len("/v1/models/"):])
-	if m == nil {
+	list := s.modelList()
+	if len(list) == 0 {
 		writeError(ctx, errLoading)
 		return
 	}
-	if name == "" || !m.Accepts(name) {
-		writeError(ctx, errModelNotFound(name))
+	if s.sw.Load() == nil {
+		// One model: it answers to its aliases too.
+		if l := s.cur.Load(); name == "" || l == nil || !l.m.Accepts(name) {
+			writeError(ctx, errModelNotFound(name, []string{list[0].name}))
+			return
+		}
+		ctx.SetContentType("application/json")
+		ctx.SetBody(appendModel(nil, list[0]))
 		return
 	}
-	ctx.SetContentType("application/json")
-	ctx.SetBody(appendModel(nil, m))
+	names := make([]string, len(list))
+	for i, m := range list {
+		if m.name == name {
+			ctx.SetContentType("application/json")
+			ctx.SetBody(appendModel(nil, m))
+			return
+		}
+		names[i] = m.name
+	}
+	writeError(ctx, errModelNotFound(name, names))
 }
 
-func appendModel(b []byte, m *Model) []byte {
+func appendModel(b []byte, m listedModel) []byte {
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, m.Name)
+	b = appendJSONString(b, m.name)
 	b = append(b, `,"object":"model","created":`...)
-	b = appendInt(b, m.Created)
-	b = append(b, `,"owned_by":"ringlm","max_model_len":`...)
-	b = appendInt(b, int64(m.Context))
+	b = appendInt(b, m.created)
+	b = append(b, `,"owned_by":"ringlm"`...)
+	if m.context > 0 {
+		b = append(b, `,"max_model_len":`...)
+		b = appendInt(b, int64(m.context))
+	}
+	if m.multi {
+		b = append(b, `,"loaded":`...)
+		b = strconv.AppendBool(b, m.loaded)
+	}
 	return append(b, '}')
 }

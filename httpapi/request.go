@@ -102,13 +102,12 @@ func parseBody(body []byte, dst any) *apiError {
 	return nil
 }
 
-// newJob checks a parsed request against the model and the limits and
-// builds the job: prompts in token ids and sampling parameters.
-func (s *Server) newJob(m *Model, k kind, rq *genRequest, r *req) (*job, *apiError) {
-	if !m.Accepts(rq.Model) {
-		return nil, errModelNotFound(rq.Model)
-	}
-	j := &job{s: s, m: m, met: s.met.cur.Load(), kind: k, id: r.id, created: time.Now().Unix(), model: m.Name, log: r.log, start: r.start,
+// newJob checks a parsed request against the model (l, which use found
+// by the request's model field) and the limits and builds the job:
+// prompts in token ids and sampling parameters.
+func (s *Server) newJob(l *loaded, k kind, rq *genRequest, r *req) (*job, *apiError) {
+	m := l.m
+	j := &job{s: s, m: m, met: l.met, kind: k, id: r.id, created: time.Now().Unix(), model: m.Name, log: r.log, start: r.start,
 		stream: rq.Stream || k == kindExecute, ignEOS: rq.IgnoreEOS}
 	if rq.Model != "" {
 		j.model = rq.Model

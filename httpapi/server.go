@@ -25,7 +25,8 @@ import (
 type Server struct {
 	cfg    Config
 	log    zerolog.Logger
-	model  atomic.Pointer[Model]
+	cur    atomic.Pointer[loaded]   // the loaded model (models.go)
+	sw     atomic.Pointer[switcher] // nil: one model (SetModel)
 	srv    *fasthttp.Server
 	met    *metrics
 	apiKey []byte
@@ -79,15 +80,6 @@ func New(cfg Config, log zerolog.Logger) *Server {
 		Logger:                       fastLogger{log},
 	}
 	return s
-}
-
-// SetModel makes the server ready; until then generation endpoints and
-// /health answer 503.
-func (s *Server) SetModel(m *Model) {
-	if m != nil {
-		s.met.bind(m.Name)
-	}
-	s.model.Store(m)
 }
 
 // Serve answers connections from ln until Shutdown.
@@ -144,9 +136,13 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
 // Shutdown stops accepting requests, lets running generations finish until
 // ctx is done, then ends them with an error (an `error` event, or 503) and
-// waits for their writers to return. The model is not closed.
+// waits for their writers to return. Requests waiting for a model switch
+// get 503 at once. The model is not closed (CloseModels does).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	if sw := s.sw.Load(); sw != nil {
+		sw.stop()
+	}
 	srvDone := make(chan error, 1)
 	srvCtx, srvCancel := context.WithCancel(context.Background())
 	defer srvCancel()
@@ -306,6 +302,8 @@ func (s *Server) route(path []byte) (name string, h handler, auth bool, method s
 		return "/v1/chat/completions", s.chatCompletions, true, "POST"
 	case "/v1/models":
 		return "/v1/models", s.models, true, "GET"
+	case "/api/ps":
+		return "/api/ps", s.ps, true, "GET"
 	case "/execute":
 		return "/execute", s.execute, true, "POST"
 	case "/cancel":

@@ -39,11 +39,15 @@ const maxTraceSeconds = 60
 // trace JSON. A client that hangs up, or the server shutting down, ends
 // the window early.
 func (s *Server) debugTrace(ctx *fasthttp.RequestCtx, r *req) {
-	m := s.model.Load()
-	if m == nil {
+	// The loaded model's engine, held for the window: a model switch
+	// waits for it.
+	l := s.current()
+	if l == nil {
 		writeError(ctx, errLoading)
 		return
 	}
+	defer l.release()
+	m := l.m
 	secs := 5.0
 	if v := ctx.QueryArgs().Peek("seconds"); v != nil {
 		f, err := strconv.ParseFloat(string(v), 64)

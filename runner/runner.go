@@ -202,6 +202,8 @@ type Runner struct {
 	// tokens.
 	Fingerprint string
 	Device      string // the device's kind, "cpu" or "cuda" (Engine.DeviceName says more)
+	// KVBytes is the memory of the KV pool (on the GPU for cuda).
+	KVBytes int64
 
 	// fault reports a device that died (a CUDA kernel fault: sticky for
 	// the process); nil for devices that cannot fault.
@@ -269,6 +271,8 @@ func Start(w *Weights, o Options) (*Runner, error) {
 		return nil, fmt.Errorf("starting the engine: %w", err)
 	}
 	r := &Runner{Weights: w, Engine: eng, Device: dev.kind, fault: dev.fault, exited: dev.exited, closeDev: dev.close}
+	// On cuda kvt is f16: pickDevice takes the CPU for any other.
+	r.KVBytes = int64(dev.blocks) * model.KVBytesPerBlock(&mdl.Config, kvt, model.DefaultBlockSize)
 	general, _ := w.File.String("general.name")
 	file, explicit := w.Path, o.Name
 	if file == "" {
@@ -277,8 +281,7 @@ func Start(w *Weights, o Options) (*Runner, error) {
 			explicit = models.DefaultName
 		}
 	}
-	base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-	r.Name, r.Aliases = modelNames(explicit, general, base, filepath.Base(file))
+	r.Name, r.Aliases = modelNames(explicit, general, BaseName(file), filepath.Base(file))
 	r.Chat, r.ChatFallback, r.ChatErr = chosen.t, chosen.fallback, chosen.err
 	switch {
 	case r.ChatFallback:
@@ -382,6 +385,12 @@ func (r *Runner) Close() error {
 		err = errors.Join(err, r.closeDev())
 	}
 	return errors.Join(err, r.Weights.Close())
+}
+
+// BaseName is the name a model file goes by: its base name without the
+// extension ("models/Qwen2.5-0.5B-Q8_0.gguf" is "Qwen2.5-0.5B-Q8_0").
+func BaseName(path string) string {
+	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 }
 
 // modelNames picks the reported name (an explicit one, else general.name,

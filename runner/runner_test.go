@@ -16,6 +16,7 @@ import (
 	"ringlm/gguf"
 	"ringlm/internal/testmodel"
 	"ringlm/kernels/cuda"
+	"ringlm/model"
 	"ringlm/models"
 	"ringlm/ringbuf"
 )
@@ -91,6 +92,10 @@ func TestLoadDevice(t *testing.T) {
 		t.Fatalf("--device cpu: %v", err)
 	}
 	cpuFP := r.Fingerprint
+	// 256 blocks (loadWith) of f16 K and V: what ps reports beside the weights.
+	if want := 256 * model.KVBytesPerBlock(&r.Model.Config, gguf.TypeF16, model.DefaultBlockSize); r.KVBytes != want || want <= 0 {
+		t.Errorf("KVBytes %d, want %d", r.KVBytes, want)
+	}
 
 	avail := cuda.Available()
 	r, logs, err := loadWith(t, "auto")

@@ -1,10 +1,12 @@
 // Command ringlm is the one binary of the ringlm inference engine. Its
 // subcommands are the commands table in main.go, one file each: synth,
-// show, tokenize, run, serve, bench (serve, engine, report), perplexity,
+// show, tokenize, run, serve, ps, bench (serve, engine, report), perplexity,
 // quantize and version; run, serve, bench engine and perplexity load their model
 // through package runner, and run, serve, show and tokenize use the
 // built-in model when no -m or file is given. run with no -p and a
-// terminal on stdin opens a chat (repl.go). Flags may follow positional
+// terminal on stdin opens a chat (repl.go). serve registers itself in a
+// runtime directory while it runs, and ps asks every registered server
+// for its loaded models (ps.go). Flags may follow positional
 // arguments. Errors print as one line, `ringlm <cmd>: <error>`, with exit
 // status 1; a usage error (a bad flag or value) is that line and a
 // pointer to `ringlm <cmd> -h`, with status 2, and -h prints the usage
@@ -39,7 +41,8 @@ var commands = map[string]command{
 	"run":        {"generate text from a prompt (CPU or CUDA GPU), streaming it as it is sampled", runRun},
 	"tokenize":   {"print the token ids and pieces of a text (or --jsonl for scripts)", runTokenize},
 	"show":       {"print a GGUF file's metadata, tensors and parameter count", runShow},
-	"serve":      {"serve the OpenAI-compatible and native HTTP API (see serve -h)", runServe},
+	"serve":      {"serve the OpenAI-compatible and native HTTP API, one model or several by name (see serve -h)", runServe},
+	"ps":         {"list the models loaded by the running serve processes on this machine", runPs},
 	"bench":      {"benchmark a server (bench serve), the engine (bench engine) or render results (bench report)", runBench},
 	"perplexity": {"perplexity of a model on a text file, computed as llama.cpp's llama-perplexity", runPerplexity},
 	"quantize":   {"convert a GGUF model's weights to Q4_K_M, Q8_0, ... as llama.cpp's llama-quantize does", runQuantize},

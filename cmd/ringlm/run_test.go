@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +24,17 @@ func TestMain(m *testing.M) {
 	if os.Getenv("RINGLM_DEVICE") == "" {
 		os.Setenv("RINGLM_DEVICE", "cpu")
 	}
-	os.Exit(m.Run())
+	// The servers the tests start register here, not where the user's
+	// `ringlm ps` would list them.
+	rt, err := os.MkdirTemp("", "ringlm-cmd-runtime")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("RINGLM_RUNTIME_DIR", rt)
+	code := m.Run()
+	os.RemoveAll(rt)
+	os.Exit(code)
 }
 
 var (

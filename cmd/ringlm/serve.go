@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 	"go.uber.org/automaxprocs/maxprocs"
 
 	"ringlm/httpapi"
+	"ringlm/models"
+	"ringlm/quantize"
 	"ringlm/runner"
 )
 
@@ -36,6 +40,17 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	return serve(ctx, args, stderr, nil, sigs)
 }
 
+// serveSynopsis is serve -h's first lines.
+const serveSynopsis = `serve [-m FILE]... [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)
+
+With several -m, each model is named by its file's base name without the
+extension, and a request picks one by its "model" field (none: the first).
+One model is loaded at a time: a request for another waits while the
+running requests finish, then the loaded model is unloaded and the one
+asked for is loaded; at most --max-queue requests wait, more get 503. An
+unknown name gets 404 with the names served; GET /v1/models lists them all.
+'ringlm ps' lists the models that serve processes have loaded.`
+
 // serve runs the HTTP server until ctx ends (SIGTERM or ^C), then shuts
 // down gracefully and returns nil. ready, when set, gets the bound address
 // once the listener is open (tests use port 0). A signal on force once ctx
@@ -44,7 +59,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 // drain waits for running requests, which may be long.
 func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr string), force <-chan os.Signal) error {
 	cfg := httpapi.DefaultConfig()
-	fs := newFlagSet("serve", "serve -m FILE [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)")
+	fs := newFlagSet("serve", serveSynopsis)
 	if err := cfg.Register(fs, os.Getenv); err != nil {
 		return usageError{err.Error()}
 	}
@@ -62,33 +77,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	if err := ro.Check(); err != nil {
 		return usageError{err.Error()}
 	}
-	if cfg.Model != "" { // none: the built-in model (package models)
-		if _, err := os.Stat(cfg.Model); err != nil {
-			return err
-		}
+	specs, err := modelSpecs(cfg.Models)
+	if err != nil {
+		return err
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
 		return usageError{err.Error()}
-	}
-	if force != nil {
-		returned := make(chan struct{})
-		defer close(returned)
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-returned:
-				return
-			}
-			select {
-			case s := <-force:
-				// No deferred cleanup: the process's exit frees the device
-				// and the memory; running requests' connections drop.
-				log.Warn().Str("signal", s.String()).Msg("second signal: exiting now without waiting for running requests")
-				os.Exit(exitStatus(s))
-			case <-returned:
-			}
-		}()
 	}
 	// Go 1.25+ already follows cgroup CPU quotas; maxprocs keeps the same
 	// behaviour for older runtimes and logs what it decided.
@@ -102,6 +97,34 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	addr := ln.Addr().String()
+	// What `ringlm ps` finds; a server that cannot register still serves.
+	unregister, err := register(addr)
+	if err != nil {
+		log.Warn().Err(err).Msg("not registered for 'ringlm ps'")
+		unregister = func() {}
+	}
+	defer unregister()
+	if force != nil {
+		returned := make(chan struct{})
+		defer close(returned)
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-returned:
+				return
+			}
+			select {
+			case s := <-force:
+				// No deferred cleanup but the registration (ps would drop
+				// it anyway): the process's exit frees the device and the
+				// memory; running requests' connections drop.
+				log.Warn().Str("signal", s.String()).Msg("second signal: exiting now without waiting for running requests")
+				unregister()
+				os.Exit(exitStatus(s))
+			case <-returned:
+			}
+		}()
+	}
 	log.Info().Str("addr", addr).Msg("listening; loading the model")
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -109,31 +132,50 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		ready(addr)
 	}
 
+	// A device fault is sticky for the process (CUDA): requests already
+	// failed with the device's error; serve stops and exits non-zero so
+	// that the supervisor (systemd, Kubernetes, a shell loop) starts a
+	// fresh process. The device says when: no timer wakes an idle server.
+	faults := make(chan error, 1)
+	load := func(ctx context.Context, sp modelSpec, name string) (*httpapi.Model, error) {
+		src, err := sp.Open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		o := ro
+		o.Name, o.Log, o.StepHook = name, log, srv.StepHook()
+		r, err := runner.Load(src.Path, o)
+		if err != nil {
+			return nil, err
+		}
+		watchFault(r, faults)
+		return httpModel(r, src), nil
+	}
+	// One model is served under the name runner gives it (--model-name,
+	// general.name, the file's name), as before serve took several.
+	firstName := cfg.ModelName
+	if len(specs) > 1 {
+		firstName = specs[0].Name
+	}
+
 	type loaded struct {
-		m       *httpapi.Model
-		faulted <-chan struct{} // runner.Runner.Faulted
-		err     error
+		m   *httpapi.Model
+		err error
 	}
 	loadDone := make(chan loaded, 1)
 	start := time.Now()
 	go func() {
-		ro.Log, ro.StepHook = log, srv.StepHook()
-		r, err := runner.Load(cfg.Model, ro)
-		if err != nil {
-			loadDone <- loaded{err: err}
-			return
-		}
-		loadDone <- loaded{m: httpModel(r), faulted: r.Faulted()}
+		m, err := load(ctx, specs[0], firstName)
+		loadDone <- loaded{m, err}
 	}()
 	var m *httpapi.Model
-	var faulted <-chan struct{}
 	select {
 	case res := <-loadDone:
 		if res.err != nil {
 			shutdownNow(srv)
 			return res.err
 		}
-		m, faulted = res.m, res.faulted
+		m = res.m
 	case <-ctx.Done():
 		log.Info().Msg("signal while loading: stopping")
 		shutdownNow(srv)
@@ -144,8 +186,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	case err := <-serveErr:
 		return err
 	}
-	// --trace: the engine's trace from the first request, written once
-	// the engine has stopped (finishTrace).
+	// --trace (one model only: Config.Check): the engine's trace from the
+	// first request, written once the engine has stopped (finishTrace).
 	var trace *httpapi.TraceFile
 	if cfg.Trace != "" {
 		if trace, err = httpapi.StartTraceFile(m.Engine, cfg.Trace, cfg.TraceEvents); err != nil {
@@ -164,32 +206,33 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 			log.Info().Str("file", cfg.Trace).Int("events", n).Msg("trace written")
 		}
 	}
-	srv.SetModel(m)
+	if len(specs) == 1 {
+		srv.SetModel(m)
+	} else {
+		srcs := make([]httpapi.ModelSource, len(specs))
+		for i, sp := range specs {
+			srcs[i] = httpapi.ModelSource{Name: sp.Name, Load: func(ctx context.Context) (*httpapi.Model, error) { return load(ctx, sp, sp.Name) }}
+		}
+		srv.SetModels(srcs, m)
+	}
+	closeModels := func() {
+		if err := srv.CloseModels(); err != nil {
+			log.Warn().Err(err).Msg("closing the engine")
+		}
+		finishTrace()
+	}
 	ec := m.Engine.Config()
-	log.Info().Str("addr", addr).Str("model", m.Name).Str("device", m.Engine.DeviceName()).Int("token_budget", ec.TokenBudget).
+	log.Info().Str("addr", addr).Str("model", m.Name).Int("models", len(specs)).Str("device", m.Engine.DeviceName()).Int("token_budget", ec.TokenBudget).
 		Int("prefill_chunk", ec.PrefillChunk).Dur("load", time.Since(start)).Msg("ready")
 
-	// A device fault is sticky for the process (CUDA): requests already
-	// failed with the device's error; stop serving and exit non-zero so the
-	// supervisor (systemd, Kubernetes, a shell loop) starts a fresh process.
-	// The device says when (faulted): no timer wakes an idle server.
 	var fault error
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			break wait
-		case err := <-serveErr:
-			m.Close()
-			finishTrace()
-			return err
-		case <-faulted:
-			if fault = m.Fault(); fault != nil {
-				log.Error().Err(fault).Msg("the device failed; exiting so that a fresh process can start it again")
-				break wait
-			}
-			faulted = nil // it stopped cleanly: nothing more to wait for
-		}
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		closeModels()
+		return err
+	case fault = <-faults:
+		log.Error().Err(fault).Msg("the device failed; exiting so that a fresh process can start it again")
 	}
 	log.Info().Dur("deadline", cfg.ShutdownTimeout).Int("running", srv.Active()).Msg("shutting down: no new requests; ^C again exits at once")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -198,15 +241,76 @@ wait:
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn().Err(err).Msg("shutdown")
 	}
-	if cerr := m.Close(); cerr != nil {
-		log.Warn().Err(cerr).Msg("closing the engine")
-	}
-	finishTrace()
+	closeModels()
 	log.Info().Msg("stopped")
 	if fault != nil {
 		return fmt.Errorf("device failed: %w", fault)
 	}
 	return nil
+}
+
+// watchFault sends r's device error to faults once the device has failed
+// for good; a device that stops cleanly (closed at a model switch or at
+// shutdown) sends nothing.
+func watchFault(r *runner.Runner, faults chan<- error) {
+	ch := r.Faulted()
+	if ch == nil {
+		return // the device cannot fail
+	}
+	go func() {
+		<-ch
+		if err := r.Fault(); err != nil {
+			select {
+			case faults <- err:
+			default: // one is enough to stop
+			}
+		}
+	}()
+}
+
+// modelSpec is a model serve offers: the name requests route by, and how
+// to find its weights. Open is where a name becomes a file: a -m value is
+// a path today; a resolver of hf.co/… and Ollama names (downloading on
+// first use) returns its cached file's path here. serve calls it when the
+// model is loaded, each time it is.
+type modelSpec struct {
+	Name string
+	Open func(ctx context.Context) (modelSource, error)
+}
+
+// modelSource is where a model's weights are, as its spec's Open found
+// them.
+type modelSource struct {
+	Path string // a GGUF file; "" = the built-in model
+	// Digest is the file's sha256 when it is known without reading the
+	// file (a downloaded blob is named by it); ps reports it. "" = the
+	// model's fingerprint stands in.
+	Digest string
+}
+
+// modelSpecs are the models of serve's -m values: files, named by their
+// base name; none is the built-in model. Two files of the same name are a
+// usage error: a request could not tell them apart.
+func modelSpecs(paths []string) ([]modelSpec, error) {
+	if len(paths) == 0 {
+		return []modelSpec{{Name: models.DefaultName, Open: fileSource("")}}, nil
+	}
+	specs := make([]modelSpec, 0, len(paths))
+	for i, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return nil, err
+		}
+		name := runner.BaseName(p)
+		if j := slices.IndexFunc(specs, func(s modelSpec) bool { return s.Name == name }); j >= 0 {
+			return nil, usagef("-m %s and -m %s are both named %q; rename or link one of them", paths[j], paths[i], name)
+		}
+		specs = append(specs, modelSpec{Name: name, Open: fileSource(p)})
+	}
+	return specs, nil
+}
+
+func fileSource(path string) func(context.Context) (modelSource, error) {
+	return func(context.Context) (modelSource, error) { return modelSource{Path: path}, nil }
 }
 
 // runnerOptions are the settings of cfg that say how to load and run the
@@ -218,10 +322,31 @@ func runnerOptions(cfg httpapi.Config) runner.Options {
 }
 
 // httpModel is what the server generates with: r's engine, tokenizer and
-// names, closed and watched for device faults through r.
-func httpModel(r *runner.Runner) *httpapi.Model {
+// names, closed and watched for device faults through r, and what
+// /api/ps reports of it.
+func httpModel(r *runner.Runner, src modelSource) *httpapi.Model {
+	var params, weights uint64
+	for i := range r.File.Tensors {
+		params += r.File.Tensors[i].Elements()
+		weights += r.File.Tensors[i].Size
+	}
+	info := httpapi.ModelInfo{Digest: src.Digest, Family: r.Model.Arch, ParameterSize: humanCount(params),
+		Size: int64(weights) + r.KVBytes}
+	if info.Digest == "" {
+		info.Digest = strings.TrimPrefix(r.Fingerprint, "fp_")
+	}
+	if ft, err := r.File.Uint32("general.file_type"); err == nil {
+		if mix, ok := quantize.ParseMix(strconv.FormatUint(uint64(ft), 10)); ok {
+			info.QuantizationLevel = mix.Name
+		}
+	}
+	if r.Device == "cuda" {
+		// The weights are copied to the GPU (in the file's size, give or
+		// take the kernel's layout) and the KV pool is there.
+		info.SizeVRAM = info.Size
+	}
 	return &httpapi.Model{Engine: r.Engine, Tokenizer: r.Tokenizer, Chat: r.Chat, ChatErr: r.ChatErr, Name: r.Name,
-		Aliases: r.Aliases, Context: r.Model.Context, Created: time.Now().Unix(), Fingerprint: r.Fingerprint, Backend: r}
+		Aliases: r.Aliases, Context: r.Model.Context, Created: time.Now().Unix(), Fingerprint: r.Fingerprint, Info: info, Backend: r}
 }
 
 func shutdownNow(srv *httpapi.Server) {

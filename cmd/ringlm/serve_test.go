@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"ringlm/httpapi"
 	"ringlm/runner"
 )
 
@@ -47,6 +50,8 @@ func tinyGGUF(t *testing.T) string {
 // running stream finish, refuses new work and returns nil (exit 0).
 func TestServeGracefulStop(t *testing.T) {
 	model := tinyGGUF(t)
+	rt := t.TempDir()
+	t.Setenv("RINGLM_RUNTIME_DIR", rt)
 	// Settings come from the environment too; flags win.
 	t.Setenv("RINGLM_SLOTS", "4")
 	t.Setenv("RINGLM_PORT", "1") // overridden by --port 0
@@ -94,6 +99,15 @@ func TestServeGracefulStop(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
+	// Registered for ringlm ps while it runs.
+	// ({pid}.json, or {pid}-{n}.json after other tests' servers.)
+	var reg registration
+	if files, _ := filepath.Glob(filepath.Join(rt, strconv.Itoa(os.Getpid())+"*.json")); len(files) != 1 {
+		t.Errorf("registrations %q, want one", files)
+	} else if b, err := os.ReadFile(files[0]); err != nil || json.Unmarshal(b, &reg) != nil || reg.PID != os.Getpid() || "http://"+reg.Address != base {
+		t.Errorf("registration %s: %v", b, err)
+	}
+
 	resp, err := http.Post(base+"/execute", "application/json", strings.NewReader(`{"prompt":"The ring","max_tokens":40,"ignore_eos":true}`))
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +145,9 @@ func TestServeGracefulStop(t *testing.T) {
 	if _, err := http.Get(base + "/health"); err == nil {
 		t.Errorf("still serving after shutdown")
 	}
+	if left, _ := filepath.Glob(filepath.Join(rt, "*")); len(left) != 0 {
+		t.Errorf("registration left after shutdown: %q", left)
+	}
 }
 
 func TestServeUsage(t *testing.T) {
@@ -159,6 +176,23 @@ func TestServeUsage(t *testing.T) {
 	t.Setenv("RINGLM_MAX_BODY", "")
 	if code, _, errOut := runCmd(t, "serve", "-m", filepath.Join(t.TempDir(), "missing.gguf")); code != 1 || strings.Contains(errOut, "goroutine") {
 		t.Errorf("missing model: %d %q", code, errOut)
+	}
+	// Several -m: each needs a name of its own, and --model-name cannot
+	// name them all.
+	model := tinyGGUF(t)
+	other := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := os.Link(model, other); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCmd(t, "serve", "-m", model, "-m", other); code != 2 || !strings.Contains(errOut, `both named "tiny"`) {
+		t.Errorf("two models of one name: %d %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "serve", "-m", model, "-m", synthModel(t, t.TempDir(), "b", "llama"), "--model-name", "x"); code != 2 ||
+		!strings.Contains(errOut, "--model-name") {
+		t.Errorf("--model-name with two models: %d %q", code, errOut)
+	}
+	if code, out, _ := runCmd(t, "serve", "-h"); code != 0 || !strings.Contains(out, "One model is loaded at a time") {
+		t.Errorf("serve -h does not say how several models are served:\n%s", out)
 	}
 	if code, out, _ := runCmd(t, "help"); code != 0 || !strings.Contains(out, "serve") {
 		t.Errorf("help does not list serve: %q", out)
@@ -269,4 +303,131 @@ func startServe(t *testing.T, args ...string) (string, *lockedBuffer) {
 		}
 	}
 	return base, logs
+}
+
+// synthModel writes a tiny model of arch as dir/name.gguf.
+func synthModel(t *testing.T, dir, name, arch string) string {
+	t.Helper()
+	p := filepath.Join(dir, name+".gguf")
+	if code, _, errOut := runCmd(t, "synth", "--preset", "tiny", "--arch", arch, "-o", p); code != 0 {
+		t.Fatalf("synth: %s", errOut)
+	}
+	return p
+}
+
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode
+}
+
+type completion struct {
+	Status      int
+	Fingerprint string `json:"system_fingerprint"`
+	Choices     []struct {
+		FinishReason string `json:"finish_reason"`
+	}
+	Error struct{ Code, Message string }
+}
+
+func postCompletion(url, body string) (completion, error) {
+	var c completion
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return c, err
+	}
+	defer resp.Body.Close()
+	c.Status = resp.StatusCode
+	return c, json.NewDecoder(resp.Body).Decode(&c)
+}
+
+// serve with two -m: both listed, requests routed by name (none: the
+// first); a request for b while a streams waits for that stream to end,
+// then b is loaded and answers; an unknown name is 404 with both names.
+func TestServeModels(t *testing.T) {
+	dir := t.TempDir()
+	a, b := synthModel(t, dir, "a", "llama"), synthModel(t, dir, "b", "qwen2")
+	base, logs := startServe(t, "-m", a, "-m", b, "--port", "0", "--log-format", "json", "--slots", "2", "--kv-blocks", "256")
+
+	var list struct {
+		Data []struct {
+			ID     string
+			Loaded bool
+		}
+	}
+	if code := getJSON(t, base+"/v1/models", &list); code != 200 || len(list.Data) != 2 || list.Data[0].ID != "a" || !list.Data[0].Loaded ||
+		list.Data[1].ID != "b" || list.Data[1].Loaded {
+		t.Fatalf("/v1/models: %d %+v", code, list)
+	}
+	c, err := postCompletion(base, `{"model":"nope","prompt":"x"}`)
+	if err != nil || c.Status != 404 || c.Error.Code != "model_not_found" || !strings.Contains(c.Error.Message, `served: "a", "b"`) {
+		t.Fatalf("unknown model: %v %+v", err, c)
+	}
+	ca, err := postCompletion(base, `{"prompt":"x","max_tokens":2}`)
+	if err != nil || ca.Status != 200 {
+		t.Fatalf("default model: %v %+v", err, ca)
+	}
+
+	// a streams long enough for b's request to arrive meanwhile.
+	const streamed = 150
+	resp, err := http.Post(base+"/execute", "application/json", strings.NewReader(fmt.Sprintf(`{"model":"a","prompt":"The ring","max_tokens":%d,"ignore_eos":true}`, streamed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, _ := br.ReadString('\n'); line != "event: started\n" {
+		t.Fatalf("first line %q", line)
+	}
+	type answer struct {
+		c   completion
+		err error
+	}
+	bDone := make(chan answer, 1)
+	go func() {
+		c, err := postCompletion(base, `{"model":"b","prompt":"x","max_tokens":2}`)
+		bDone <- answer{c, err}
+	}()
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.Contains(string(rest), "event: end\ndata: {\"finish_reason\":\"length\"}") ||
+		!strings.Contains(string(rest), fmt.Sprintf(`"generated_tokens":%d,`, streamed)) {
+		t.Fatalf("a's stream did not complete (%v):\n%s", err, tail(string(rest), 400))
+	}
+	var ans answer
+	select {
+	case ans = <-bDone:
+	case <-time.After(time.Minute):
+		t.Fatal("b never answered")
+	}
+	if ans.err != nil || ans.c.Status != 200 || ans.c.Fingerprint == ca.Fingerprint || len(ans.c.Choices) != 1 {
+		t.Fatalf("b: %v %+v (a's fingerprint %s)", ans.err, ans.c, ca.Fingerprint)
+	}
+	// The switch began while a's stream was running and waited for it.
+	if !strings.Contains(logs.String(), `"from":"a","to":"b","running":1,"waiting":1,`) {
+		t.Errorf("no switch from a running stream in the log:\n%s", tail(logs.String(), 3000))
+	}
+
+	var ps httpapi.RunningModels
+	if code := getJSON(t, base+"/api/ps", &ps); code != 200 || len(ps.Models) != 1 {
+		t.Fatalf("/api/ps: %d %+v", code, ps)
+	}
+	m := ps.Models[0]
+	if m.Name != "b" || m.Details.Family != "qwen2" || m.Details.QuantizationLevel != "F16" || m.Size <= 0 || m.Device != "cpu" ||
+		len(m.Digest) != 12 || m.ContextLength != 2048 || !strings.HasSuffix(m.Details.ParameterSize, "M") {
+		t.Errorf("/api/ps: %+v", m)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }
