@@ -182,6 +182,9 @@ func Fetch(ctx context.Context, b Blob, dest string, o Options) error {
 		return fmt.Errorf("pull: %q is not an http(s) URL", b.URL)
 	}
 	if done, err := present(dest, b.Size); done || err != nil {
+		if done && b.Size >= 0 {
+			o.emit(Event{Status: "pulling " + short(want), Digest: "sha256:" + want, Total: b.Size, Completed: b.Size})
+		}
 		return err
 	}
 	o = o.withDefaults()
