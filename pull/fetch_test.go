@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,16 +18,6 @@ import (
 	"ringlm/pull"
 	"ringlm/pull/pulltest"
 )
-
-// data is n reproducible random bytes.
-func data(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 1))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
 
 // opts are the engine's settings at test scale: parts from 64 KiB, and a
 // stall timeout long enough that a loaded machine does not trip it.
@@ -89,18 +78,14 @@ func doneBytes(t *testing.T, side string) int64 {
 }
 
 func TestFetchSmallBlob(t *testing.T) {
-	want := data(10<<10, 1)
+	want := pulltest.Bytes(10<<10, 1)
 	s, b := serve(t, want)
 	dest := filepath.Join(t.TempDir(), "blob")
 	var events []pull.Event
 	o := opts()
 	o.Progress = func(e pull.Event) { events = append(events, e) }
-	if err := pull.Fetch(context.Background(), b, dest, o); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
-	if s.Served() != int64(len(want)) {
-		t.Errorf("served %d bytes, want %d", s.Served(), len(want))
+	if served := fetchOK(t, s, b, dest, o, want); served != int64(len(want)) {
+		t.Errorf("served %d bytes, want %d", served, len(want))
 	}
 	if len(s.Requests()) != 1 {
 		t.Errorf("%d requests for a blob below SplitAt, want 1", len(s.Requests()))
@@ -118,15 +103,11 @@ func TestFetchSmallBlob(t *testing.T) {
 }
 
 func TestFetchParallelParts(t *testing.T) {
-	want := data(256<<10+123, 2)
+	want := pulltest.Bytes(256<<10+123, 2)
 	s, b := serve(t, want)
 	dest := filepath.Join(t.TempDir(), "blob")
-	if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
-	if s.Served() != int64(len(want)) {
-		t.Errorf("served %d bytes, want %d", s.Served(), len(want))
+	if served := fetchOK(t, s, b, dest, opts(), want); served != int64(len(want)) {
+		t.Errorf("served %d bytes, want %d", served, len(want))
 	}
 	chunk := (int64(len(want)) + 3) / 4
 	ranges := map[string]bool{}
@@ -142,17 +123,14 @@ func TestFetchParallelParts(t *testing.T) {
 }
 
 func TestFetchRedirectToAnotherHostDropsAuthorization(t *testing.T) {
-	want := data(200<<10, 3)
+	want := pulltest.Bytes(200<<10, 3)
 	hub := pulltest.NewServer(t)
 	cdn := pulltest.NewServer(t)
 	cdn.Add("/signed/blob", want)
 	hub.Redirect("/resolve/blob", cdn.URL("/signed/blob"))
 	b := pull.Blob{URL: hub.URL("/resolve/blob"), Header: http.Header{"Authorization": {"Bearer secret"}}, Size: int64(len(want)), SHA256: pulltest.Digest(want)}
 	dest := filepath.Join(t.TempDir(), "blob")
-	if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
+	fetchOK(t, cdn, b, dest, opts(), want)
 	for _, r := range hub.Requests() {
 		if r.Authorization != "Bearer secret" {
 			t.Errorf("the first host got Authorization %q", r.Authorization)
@@ -169,16 +147,13 @@ func TestFetchRedirectToAnotherHostDropsAuthorization(t *testing.T) {
 }
 
 func TestFetchRedirectToAnotherPathKeepsAuthorization(t *testing.T) {
-	want := data(5000, 4)
+	want := pulltest.Bytes(5000, 4)
 	s := pulltest.NewServer(t)
 	s.Add("/new/blob", want)
 	s.Redirect("/old/blob", "/new/blob")
 	b := pull.Blob{URL: s.URL("/old/blob"), Header: http.Header{"Authorization": {"Bearer secret"}}, Size: int64(len(want)), SHA256: pulltest.Digest(want)}
 	dest := filepath.Join(t.TempDir(), "blob")
-	if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
+	fetchOK(t, s, b, dest, opts(), want)
 	got := s.Requests()
 	if len(got) != 2 || got[1].Path != "/new/blob" || got[1].Authorization != "Bearer secret" {
 		t.Errorf("requests %+v", got)
@@ -186,7 +161,7 @@ func TestFetchRedirectToAnotherPathKeepsAuthorization(t *testing.T) {
 }
 
 func TestFetchServerIgnoringRange(t *testing.T) {
-	want := data(200<<10, 5)
+	want := pulltest.Bytes(200<<10, 5)
 	s, b := serve(t, want)
 	s.IgnoreRange(true)
 	dir := t.TempDir()
@@ -195,32 +170,26 @@ func TestFetchServerIgnoringRange(t *testing.T) {
 	if err := os.WriteFile(dest+pull.PartialSuffix, want[:1000], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
+	fetchOK(t, s, b, dest, opts(), want)
 	if n := len(s.Requests()); n != 2 {
 		t.Errorf("%d requests; want the ranged one the server ignored, then one whole", n)
 	}
 }
 
 func TestFetchDroppedConnectionResumes(t *testing.T) {
-	want := data(100<<10, 6)
+	want := pulltest.Bytes(100<<10, 6)
 	s, b := serve(t, want)
 	s.Inject(pulltest.Fault{Drop: true, After: 40 << 10, Times: 1})
 	dest := filepath.Join(t.TempDir(), "blob")
 	o := opts()
 	o.SplitAt = 1 << 20 // one stream
-	if err := pull.Fetch(context.Background(), b, dest, o); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
+	served := fetchOK(t, s, b, dest, o, want)
 	reqs := s.Requests()
 	if len(reqs) != 2 || reqs[1].Range != "bytes=40960-102399" {
 		t.Errorf("requests %+v; want a second one from the byte the first was cut at", reqs)
 	}
-	if s.Served() != int64(len(want)) {
-		t.Errorf("served %d bytes, want %d: no byte twice", s.Served(), len(want))
+	if served != int64(len(want)) {
+		t.Errorf("served %d bytes, want %d: no byte twice", served, len(want))
 	}
 }
 
@@ -231,8 +200,30 @@ func stallHalf(s *pulltest.Server) int64 {
 	return 4 * 16 << 10
 }
 
+// fetchOK fetches b to dest, checks the result and returns how many
+// bytes s served for it.
+func fetchOK(t *testing.T, s *pulltest.Server, b pull.Blob, dest string, o pull.Options, want []byte) int64 {
+	t.Helper()
+	before := s.Served()
+	if err := pull.Fetch(context.Background(), b, dest, o); err != nil {
+		t.Fatal(err)
+	}
+	checkDone(t, dest, want)
+	return s.Served() - before
+}
+
+// resumeRest lets the server behave, fetches b again and checks that
+// only the bytes an interrupted Fetch had not kept were served.
+func resumeRest(t *testing.T, s *pulltest.Server, b pull.Blob, dest string, want []byte, kept int64) {
+	t.Helper()
+	s.Clear()
+	if got := fetchOK(t, s, b, dest, opts(), want); got != int64(len(want))-kept {
+		t.Errorf("the resumed Fetch was served %d bytes, want the %d not kept", got, int64(len(want))-kept)
+	}
+}
+
 func TestFetchCancelledResumesWithTheRest(t *testing.T) {
-	want := data(256<<10, 7)
+	want := pulltest.Bytes(256<<10, 7)
 	s, b := serve(t, want)
 	through := stallHalf(s)
 	dest := filepath.Join(t.TempDir(), "blob")
@@ -253,22 +244,14 @@ func TestFetchCancelledResumesWithTheRest(t *testing.T) {
 	if kept != through {
 		t.Fatalf("sidecar claims %d bytes, want %d", kept, through)
 	}
-	s.Clear()
-	before := s.Served()
-	if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
-	if got := s.Served() - before; got != int64(len(want))-kept {
-		t.Errorf("the resumed Fetch was served %d bytes, want %d", got, int64(len(want))-kept)
-	}
+	resumeRest(t, s, b, dest, want, kept)
 }
 
 // TestFetchKilledProcessResumes kills a process in the middle of a
 // Fetch (SIGKILL: no deferred save runs) and checks that the next Fetch
 // transfers only what the sidecar does not claim.
 func TestFetchKilledProcessResumes(t *testing.T) {
-	want := data(256<<10, 8)
+	want := pulltest.Bytes(256<<10, 8)
 	s, b := serve(t, want)
 	through := stallHalf(s)
 	dest := filepath.Join(t.TempDir(), "blob")
@@ -292,15 +275,7 @@ func TestFetchKilledProcessResumes(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	kept := doneBytes(t, side)
-	s.Clear()
-	before := s.Served()
-	if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
-	if got := s.Served() - before; got != int64(len(want))-kept {
-		t.Errorf("after the kill, Fetch was served %d bytes, want %d", got, int64(len(want))-kept)
-	}
+	resumeRest(t, s, b, dest, want, kept)
 }
 
 // TestFetchHelperProcess is the process TestFetchKilledProcessResumes
@@ -316,7 +291,7 @@ func TestFetchHelperProcess(t *testing.T) {
 }
 
 func TestFetchCorruptByte(t *testing.T) {
-	want := data(100<<10, 9)
+	want := pulltest.Bytes(100<<10, 9)
 	s, b := serve(t, want)
 	s.Corrupt("/blob", 70000)
 	bad := append([]byte(nil), want...)
@@ -333,12 +308,7 @@ func TestFetchCorruptByte(t *testing.T) {
 	missing(t, dest, dest+pull.PartialSuffix, dest+pull.PartialSuffix+".json")
 	// The bad data is gone: the next Fetch starts from nothing.
 	s.Clear()
-	before := s.Served()
-	if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
-	if got := s.Served() - before; got != int64(len(want)) {
+	if got := fetchOK(t, s, b, dest, opts(), want); got != int64(len(want)) {
 		t.Errorf("served %d after the mismatch, want all %d", got, len(want))
 	}
 }
@@ -355,7 +325,7 @@ func TestFetchStatusErrors(t *testing.T) {
 		{http.StatusServiceUnavailable, nil, 3}, // tried Attempts times
 	} {
 		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
-			s, b := serve(t, data(1000, 10))
+			s, b := serve(t, pulltest.Bytes(1000, 10))
 			s.Inject(pulltest.Fault{Status: tc.status})
 			dest := filepath.Join(t.TempDir(), "blob")
 			err := pull.Fetch(context.Background(), b, dest, opts())
@@ -374,28 +344,22 @@ func TestFetchStatusErrors(t *testing.T) {
 }
 
 func TestFetchServerErrorRetried(t *testing.T) {
-	want := data(1000, 11)
+	want := pulltest.Bytes(1000, 11)
 	s, b := serve(t, want)
 	s.Inject(pulltest.Fault{Status: http.StatusBadGateway, Times: 2})
 	dest := filepath.Join(t.TempDir(), "blob")
-	if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
+	fetchOK(t, s, b, dest, opts(), want)
 }
 
 func TestFetchStalledPartRetried(t *testing.T) {
-	want := data(256<<10, 12)
+	want := pulltest.Bytes(256<<10, 12)
 	s, b := serve(t, want)
 	chunk := int64(64 << 10)
 	s.Inject(pulltest.Fault{Match: pulltest.RangeFrom(2 * chunk), Stall: true, After: 1 << 10, Times: 1})
 	dest := filepath.Join(t.TempDir(), "blob")
 	o := opts()
 	o.StallTimeout = 100 * time.Millisecond
-	if err := pull.Fetch(context.Background(), b, dest, o); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
+	fetchOK(t, s, b, dest, o, want)
 	resumed := false
 	for _, r := range s.Requests() {
 		resumed = resumed || r.Range == "bytes="+strconv.FormatInt(2*chunk+1<<10, 10)+"-"+strconv.FormatInt(3*chunk-1, 10)
@@ -406,7 +370,7 @@ func TestFetchStalledPartRetried(t *testing.T) {
 }
 
 func TestFetchStallGivesUp(t *testing.T) {
-	want := data(10<<10, 13)
+	want := pulltest.Bytes(10<<10, 13)
 	s, b := serve(t, want)
 	s.Inject(pulltest.Fault{Stall: true, After: 0})
 	dest := filepath.Join(t.TempDir(), "blob")
@@ -424,16 +388,13 @@ func TestFetchStallGivesUp(t *testing.T) {
 }
 
 func TestFetchSlowPartIsNotStalled(t *testing.T) {
-	want := data(20<<10, 14)
+	want := pulltest.Bytes(20<<10, 14)
 	s, b := serve(t, want)
 	s.Inject(pulltest.Fault{Slow: 2 * time.Millisecond})
 	dest := filepath.Join(t.TempDir(), "blob")
 	o := opts()
 	o.StallTimeout = time.Second
-	if err := pull.Fetch(context.Background(), b, dest, o); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
+	fetchOK(t, s, b, dest, o, want)
 	if n := len(s.Requests()); n != 1 {
 		t.Errorf("%d requests for a slow but steady server, want 1", n)
 	}
@@ -453,7 +414,7 @@ func TestFetchNotEnoughDisk(t *testing.T) {
 }
 
 func TestFetchExistingFile(t *testing.T) {
-	want := data(1000, 15)
+	want := pulltest.Bytes(1000, 15)
 	s, b := serve(t, want)
 	dest := filepath.Join(t.TempDir(), "blob")
 	if err := os.WriteFile(dest, want, 0o644); err != nil {
@@ -471,7 +432,7 @@ func TestFetchExistingFile(t *testing.T) {
 }
 
 func TestFetchSameBlobConcurrently(t *testing.T) {
-	want := data(100<<10, 16)
+	want := pulltest.Bytes(100<<10, 16)
 	s, b := serve(t, want)
 	s.Inject(pulltest.Fault{Slow: 100 * time.Microsecond})
 	dest := filepath.Join(t.TempDir(), "blob")
@@ -493,7 +454,7 @@ func TestFetchSameBlobConcurrently(t *testing.T) {
 }
 
 func TestFetchResumesForeignPartial(t *testing.T) {
-	want := data(100<<10, 17)
+	want := pulltest.Bytes(100<<10, 17)
 	s, b := serve(t, want)
 	dest := filepath.Join(t.TempDir(), "blob")
 	foreign := dest + ".incomplete"
@@ -502,18 +463,15 @@ func TestFetchResumesForeignPartial(t *testing.T) {
 	}
 	o := opts()
 	o.ForeignPartial = foreign
-	if err := pull.Fetch(context.Background(), b, dest, o); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
+	served := fetchOK(t, s, b, dest, o, want)
 	missing(t, foreign)
-	if got := s.Served(); got != int64(len(want))-30000 {
-		t.Errorf("served %d bytes, want the %d after the foreign prefix", got, int64(len(want))-30000)
+	if served != int64(len(want))-30000 {
+		t.Errorf("served %d bytes, want the %d after the foreign prefix", served, int64(len(want))-30000)
 	}
 }
 
 func TestFetchDistrustsAStaleSidecar(t *testing.T) {
-	want := data(100<<10, 18)
+	want := pulltest.Bytes(100<<10, 18)
 	for name, sidecar := range map[string]string{
 		"another blob": `{"sha256":"` + strings.Repeat("0", 64) + `","size":102400,"done":[[0,50000]]}`,
 		"past the end": `{"sha256":"` + pulltest.Digest(want) + `","size":102400,"done":[[0,90000]]}`,
@@ -524,27 +482,20 @@ func TestFetchDistrustsAStaleSidecar(t *testing.T) {
 			dest := filepath.Join(t.TempDir(), "blob")
 			os.WriteFile(dest+pull.PartialSuffix, make([]byte, 50000), 0o644)
 			os.WriteFile(dest+pull.PartialSuffix+".json", []byte(sidecar), 0o644)
-			if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-				t.Fatal(err)
-			}
-			checkDone(t, dest, want)
-			if s.Served() != int64(len(want)) {
-				t.Errorf("served %d, want all %d: the kept bytes were not to be trusted", s.Served(), len(want))
+			if served := fetchOK(t, s, b, dest, opts(), want); served != int64(len(want)) {
+				t.Errorf("served %d, want all %d: the kept bytes were not to be trusted", served, len(want))
 			}
 		})
 	}
 }
 
 func TestFetchUnknownSize(t *testing.T) {
-	want := data(100<<10, 19)
+	want := pulltest.Bytes(100<<10, 19)
 	s, b := serve(t, want)
 	b.Size = -1
 	s.Inject(pulltest.Fault{Drop: true, After: 10000, Times: 1})
 	dest := filepath.Join(t.TempDir(), "blob")
-	if err := pull.Fetch(context.Background(), b, dest, opts()); err != nil {
-		t.Fatal(err)
-	}
-	checkDone(t, dest, want)
+	fetchOK(t, s, b, dest, opts(), want)
 }
 
 func TestFetchRefusesWhatItCannotVerify(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,15 +16,6 @@ import (
 	"ringlm/pull/hf"
 	"ringlm/pull/pulltest"
 )
-
-func data(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 2))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
 
 // quietEnv keeps the developer's own Hugging Face settings out of a test.
 func quietEnv(t *testing.T) {
@@ -67,8 +57,8 @@ func read(t *testing.T, path string) []byte {
 }
 
 var (
-	q4 = data(100<<10, 1)
-	q8 = data(50<<10, 2)
+	q4 = pulltest.Bytes(100<<10, 1)
+	q8 = pulltest.Bytes(50<<10, 2)
 )
 
 func tiny() map[string][]byte {

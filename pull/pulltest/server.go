@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -55,6 +56,16 @@ func RangeFrom(off int64) func(*http.Request) bool {
 // Path selects the requests for one path.
 func Path(p string) func(*http.Request) bool {
 	return func(r *http.Request) bool { return r.URL.Path == p }
+}
+
+// Bytes is n reproducible random bytes: a blob to serve.
+func Bytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x70756c6c))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
 }
 
 // Digest is data's sha256 in lowercase hex.
