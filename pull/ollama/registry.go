@@ -164,7 +164,7 @@ func fetchBlob(ctx context.Context, client *http.Client, base *url.URL, n Name, 
 	dest := blobFile(store, l.Digest)
 	if fi, err := os.Stat(dest); err == nil {
 		if fi.Mode().IsRegular() && fi.Size() == l.Size {
-			progress(pull.Event{Status: "pulling", Digest: l.Digest, Total: l.Size, Completed: l.Size})
+			progress(pull.Event{Status: pullingStatus(l.Digest), Digest: l.Digest, Total: l.Size, Completed: l.Size})
 			return nil
 		}
 		// Not the blob the manifest names, whatever it is: pull.Fetch
@@ -205,4 +205,11 @@ func registryMessage(body []byte) string {
 		return ""
 	}
 	return ": " + msg
+}
+
+// pullingStatus is a blob's progress status as pull.Fetch and `ollama pull`
+// print it: "pulling" and the digest's first 12 hex digits.
+func pullingStatus(digest string) string {
+	hex := strings.TrimPrefix(digest, "sha256:")
+	return "pulling " + hex[:min(12, len(hex))]
 }
