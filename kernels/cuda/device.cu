@@ -66,41 +66,57 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
         printf("ringlm cuda profile: %llu steps; µs/step: embed %.1f qkv %.1f attn %.1f o %.1f ffn-up %.1f down %.1f head %.1f sample %.1f\n",
                d.prof[11], d.prof[1] / n / 1e3, d.prof[2] / n / 1e3, d.prof[3] / n / 1e3, d.prof[4] / n / 1e3,
                d.prof[5] / n / 1e3, d.prof[6] / n / 1e3, d.prof[7] / n / 1e3, d.prof[8] / n / 1e3);
+        for (int k = 0; k < 2; k++)
+          printf("ringlm cuda profile: products of %s rows, block 0, µs/step: staging %.1f weight loop %.1f sums+epilogue %.1f spread barrier+sums %.1f\n",
+                 k ? "many" : "few", d.gprof[k][0] / n / 1e3, d.gprof[k][1] / n / 1e3, d.gprof[k][2] / n / 1e3, d.gprof[k][3] / n / 1e3);
       }
       break;
     }
     const int T = *(volatile int *)&d.n_tok, R = *(volatile int *)&d.n_rows;
     if (T > 0) {
       prof_mark(d, 0);
+      const size_t rcap = smem_cap + kRingBytes;  // the products' shared memory: the ring after the rest
+      // Each product's first weights are requested before the barrier (and
+      // the phase) before it: gemm_prime.
+      if (d.mma) gemm_prime(d.layers[0].qkv, shq, rcap);
       phase_embed(d, T);
       grid.sync();
       prof_mark(d, 1);
-      const MPhase mp{shq, smem_cap + kRingBytes, GemmScratch{d.gpart, d.gcnt}};  // the ring after the rest
+      const MPhase mp{shq, rcap, GemmScratch{d.gpart, d.gcnt, d.profile ? &d.gprof[0][0] : nullptr}};
       for (int l = 0; l < d.n_layer; l++) {
         const DLayer &L = d.layers[l];
         const float *inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
         const In xn{d.x, d.dim, L.attn_norm, inv, nullptr};
-        if (d.mma) mphase_qkv(d, L, l, xn, mp);
-        else phase_qkv(d, L, l, stage(xn, T, d.dim, shq, smem_cap));
+        if (d.mma) {
+          mphase_qkv(d, L, l, xn, mp);
+          gemm_prime(L.o, shq, rcap);
+        } else phase_qkv(d, L, l, stage(xn, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 2);
         phase_attn(d, l, shq);
         grid.sync();
         prof_mark(d, 3);
         const In att{d.att, d.n_head * d.hd, nullptr, nullptr, nullptr};
-        if (d.mma) mphase_residual(d, L.o, att, mp);
-        else phase_residual(d, L.o, stage(att, T, d.n_head * d.hd, shq, smem_cap), spart);
+        if (d.mma) {
+          mphase_residual(d, L.o, att, mp);
+          gemm_prime(L.gu, shq, rcap);
+        } else phase_residual(d, L.o, stage(att, T, d.n_head * d.hd, shq, smem_cap), spart);
         grid.sync();
         prof_mark(d, 4);
         inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
         const In fn{d.x, d.dim, L.ffn_norm, inv, nullptr};
-        if (d.mma) mphase_ffn_up(d, L, fn, mp);
-        else phase_ffn_up(d, L, stage(fn, T, d.dim, shq, smem_cap));
+        if (d.mma) {
+          mphase_ffn_up(d, L, fn, mp);
+          gemm_prime(L.down, shq, rcap);
+        } else phase_ffn_up(d, L, stage(fn, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 5);
         const In h{d.h, d.ffn, nullptr, nullptr, nullptr};
-        if (d.mma) mphase_residual(d, L.down, h, mp);
-        else phase_residual(d, L.down, stage(h, T, d.ffn, shq, smem_cap), spart);
+        if (d.mma) {
+          mphase_residual(d, L.down, h, mp);
+          if (l + 1 < d.n_layer) gemm_prime(d.layers[l + 1].qkv, shq, rcap);
+          else if (R > 0) gemm_prime(d.output, shq, rcap);
+        } else phase_residual(d, L.down, stage(h, T, d.ffn, shq, smem_cap), spart);
         grid.sync();
         prof_mark(d, 6);
       }

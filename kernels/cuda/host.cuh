@@ -552,6 +552,7 @@ int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t e
     const char *pe = getenv("RINGLM_CUDA_PROFILE");
     d.profile = pe && *pe && strcmp(pe, "0") != 0;
     memset(d.prof, 0, sizeof d.prof);
+    memset(d.gprof, 0, sizeof d.gprof);
     d.prof_last = 0;
   }
   if (!c->dptr) {

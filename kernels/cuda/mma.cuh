@@ -40,7 +40,16 @@
 namespace {
 
 constexpr int kGemmRows = 16 * kWarps;  // weight rows of a unit: an m16 tile per warp
-constexpr int kSG = 8;                  // 32-column groups staged at a time when the inputs do not fit whole
+#ifndef RLM_KSG
+#define RLM_KSG 8
+#endif
+constexpr int kSG = RLM_KSG;  // 32-column groups staged at a time when the inputs do not fit whole
+// Above kSpreadM rows a product's chunks are summed by the whole grid after
+// a barrier; up to it by the last block of each tile (the same sums).
+#ifndef RLM_SPREAD_M
+#define RLM_SPREAD_M 16
+#endif
+constexpr int kSpreadM = RLM_SPREAD_M;
 // Two shapes of the same product (the same operations for every output
 // element: only how many input rows share a weight tile differ): up to
 // kSmallM rows, one pass of 16 rows; above, passes of kPass rows (kPass / 8
@@ -157,22 +166,45 @@ template <> struct WRaw<RLM_TYPE_F32> {
 // gstage writes input rows m0..m0+mrows, columns [c0, c0+ncols), as BF16
 // into xs (row pitch `pitch`), with the whole block: in.g set means
 // g[c] * (x[c] * inv[t]) (the CPU's RMSNorm operations), rounded once.
-__device__ void gstage(const In &in, int m0, int mrows, int c0, int ncols, __nv_bfloat16 *xs, int pitch) {
-  const int per_row = ncols / 8;
-  for (int e = threadIdx.x; e < mrows * per_row; e += kThreads) {
-    const int t = e / per_row, c = c0 + (e % per_row) * 8, tt = m0 + t;
-    const float *x = in.x + (size_t)(in.map ? in.map[tt] : tt) * in.ld + c;
-    const float4 a = *reinterpret_cast<const float4 *>(x), b = *reinterpret_cast<const float4 *>(x + 4);
-    float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    if (in.g) {
-      const float inv = in.inv[tt];
-      const float4 ga = *reinterpret_cast<const float4 *>(in.g + c), gb = *reinterpret_cast<const float4 *>(in.g + c + 4);
-      const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+template <int kU>
+__device__ __forceinline__ void gstage_u(const In &in, int m0, int mrows, int c0, int ncols, __nv_bfloat16 *xs, int pitch) {
+  const int per_row = ncols / 8, total = mrows * per_row;
+  // kU runs a thread, their loads issued together: one L2 round trip, not kU.
+  for (int e0 = threadIdx.x; e0 < total; e0 += kU * kThreads) {
+    float4 xa[kU], xb[kU];
 #pragma unroll
-      for (int i = 0; i < 8; i++) v[i] = g[i] * (v[i] * inv);
+    for (int k = 0; k < kU; k++) {
+      const int e = e0 + k * kThreads;
+      if (e < total) {
+        const int t = e / per_row, c = c0 + (e % per_row) * 8, tt = m0 + t;
+        const float *x = in.x + (size_t)(in.map ? in.map[tt] : tt) * in.ld + c;
+        xa[k] = *reinterpret_cast<const float4 *>(x);
+        xb[k] = *reinterpret_cast<const float4 *>(x + 4);
+      }
     }
-    *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + (c - c0)) = pack8(v);
+#pragma unroll
+    for (int k = 0; k < kU; k++) {
+      const int e = e0 + k * kThreads;
+      if (e < total) {
+        const int t = e / per_row, c = c0 + (e % per_row) * 8, tt = m0 + t;
+        float v[8] = {xa[k].x, xa[k].y, xa[k].z, xa[k].w, xb[k].x, xb[k].y, xb[k].z, xb[k].w};
+        if (in.g) {
+          const float inv = in.inv[tt];
+          const float4 ga = *reinterpret_cast<const float4 *>(in.g + c), gb = *reinterpret_cast<const float4 *>(in.g + c + 4);
+          const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+#pragma unroll
+          for (int i = 0; i < 8; i++) v[i] = g[i] * (v[i] * inv);
+        }
+        *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + (c - c0)) = pack8(v);
+      }
+    }
   }
+}
+#ifndef RLM_GSTAGE_U
+#define RLM_GSTAGE_U 1
+#endif
+__device__ __forceinline__ void gstage(const In &in, int m0, int mrows, int c0, int ncols, __nv_bfloat16 *xs, int pitch) {
+  gstage_u<RLM_GSTAGE_U>(in, m0, mrows, c0, ncols, xs, pitch);
 }
 
 // Where a product keeps its cross-block state: the chunks' partial sums
@@ -181,6 +213,84 @@ __device__ void gstage(const In &in, int m0, int mrows, int c0, int ncols, __nv_
 struct GemmScratch {
   float *part;
   int *cnt;
+  unsigned long long *prof;  // RINGLM_CUDA_PROFILE: Dev.gprof, else null
+};
+
+// The chunks' partial sums of outputs at and 8 past: part[c * stride + at],
+// added in chunk order from zero.
+__device__ __forceinline__ void chunk_sum(const float *part, int nk, size_t stride, size_t at, float &lo, float &hi) {
+  lo = 0.f;
+  hi = 0.f;
+  for (int c = 0; c < nk; c++) {
+    lo += __ldcg(part + c * stride + at);
+    hi += __ldcg(part + c * stride + at + 8);
+  }
+}
+
+// A product's time in its parts, for block 0 (GemmScratch.prof).
+struct GemmClock {
+  unsigned long long *p;
+  unsigned long long t;
+  __device__ GemmClock(unsigned long long *prof, int many)
+      : p(prof && blockIdx.x == 0 && threadIdx.x == 0 ? prof + 4 * many : nullptr), t(p ? globaltimer() : 0) {}
+  __device__ __forceinline__ void lap(int part) {
+    if (p) {
+      const unsigned long long now = globaltimer();
+      p[part] += now - t;
+      t = now;
+    }
+  }
+};
+
+// A warp's stream of weight blocks through its ring: a unit's blocks are
+// the warp's 16-row tile, groups j0..j1 of it; issue starts the copy of
+// group j into stage st (and loads a Q8_0 group's two row scales into
+// registers, as far ahead); prime issues a unit's first D groups. The
+// ring is the last kRingBytes of the product's shared memory (smem, cap).
+template <int TY> struct WStream {
+  static constexpr int RUN = WRun<TY>::bytes, BLK = 64 * RUN;  // a (16-row tile, 32-column group) block
+  static constexpr int D = kRingWarpBytes / BLK;                // stages of one block
+  static_assert(D >= 2 && kSG % D == 0, "ring stages");
+  const DMat &W;
+  uint32_t ring;
+  int warp, lane, G;
+  const char *pb = nullptr;
+  const float *slo = nullptr, *shi = nullptr;
+  float sl[D], sh[D];
+  __device__ __forceinline__ WStream(const DMat &w, void *smem, size_t cap)
+      : W(w),
+        ring((uint32_t)__cvta_generic_to_shared(reinterpret_cast<char *>(smem) + cap - kRingBytes) +
+             (threadIdx.x >> 5) * kRingWarpBytes),
+        warp(threadIdx.x >> 5), lane(threadIdx.x & 31), G(w.cols / 32) {}
+  __device__ __forceinline__ int units() const { return (W.rows + kGemmRows - 1) / kGemmRows * W.nk; }
+  __device__ __forceinline__ void at(int u) {
+    const int tile = u / W.nk, t16 = tile * (kGemmRows / 16) + warp, rlo = tile * kGemmRows + warp * 16 + (lane >> 2);
+    pb = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK : nullptr;
+    slo = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)rlo * G : nullptr;
+    shi = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)(rlo + 8) * G : nullptr;
+  }
+  __device__ __forceinline__ void issue(int j, int st, bool copy = true) {
+    if (copy) {
+      const char *src = pb ? pb + (size_t)j * BLK : reinterpret_cast<const char *>(W.w);
+#pragma unroll
+      for (int k = 0; k < BLK / 512; k++) cp16(ring + st * BLK + k * 512 + lane * 16, src + k * 512 + lane * 16, pb ? 16 : 0);
+    }
+    if (TY == RLM_TYPE_Q8_0) {
+      sl[st] = slo ? __ldg(slo + j) : 0.f;
+      sh[st] = shi ? __ldg(shi + j) : 0.f;
+    }
+  }
+  // copy false: the copies were issued before (gemm_prime); only the
+  // registers' part.
+  __device__ __forceinline__ void prime(int u, bool copy = true) {
+    at(u);
+    const int chunk = u % W.nk, j0 = chunk * G / W.nk, j1 = (chunk + 1) * G / W.nk;
+#pragma unroll
+    for (int i = 0; i < D; i++) {
+      if (j0 + i < j1) issue(j0 + i, i, copy);
+      if (copy) cp_commit();
+    }
+  }
 };
 
 // gemm_t runs Y = in · Wᵀ over M input rows with the whole grid and hands
@@ -203,78 +313,54 @@ template <int TY, int PASS, class Epi>
 __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,
                                     Epi epi) {
   constexpr int NT = PASS / 8;
-  constexpr int RUN = WRun<TY>::bytes, BLK = 64 * RUN;  // a (16-row tile, 32-column group) block
-  constexpr int D = kRingWarpBytes / BLK;                // the warp's ring: stages of one block
-  static_assert(D >= 2 && kSG % D == 0, "ring stages");
   __shared__ int s_last;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int K = W.cols, G = K / 32, nk = W.nk;
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, units = tiles * nk, npad = tiles * kGemmRows;
-  const bool spread = nk > 1 && M > kSmallM;
+  const bool spread = nk > 1 && M > kSpreadM;
+  WStream<TY> ws(W, xs, cap);
+  constexpr int RUN = WStream<TY>::RUN, BLK = WStream<TY>::BLK, D = WStream<TY>::D;
+  const uint32_t ring = ws.ring;
   cap -= kRingBytes;
-  const uint32_t ring = (uint32_t)__cvta_generic_to_shared(reinterpret_cast<char *>(xs) + cap) + warp * kRingWarpBytes;
   const int pitch_all = gemm_pitch(K);
   const bool resident = M <= PASS && (size_t)((M + 7) / 8 * 8) * pitch_all * 2 <= cap;
   const int pitch = resident ? pitch_all : gemm_pitch(kSG * 32);
   constexpr int kPairs = kGemmRows / 2;
-  // A unit's weights: the warp's 16-row tile, groups j0..j1 of it. issue
-  // starts the copy of group j into stage st (and loads a Q8_0 group's two
-  // row scales into registers, as far ahead).
-  const char *pb = nullptr;
-  const float *slo = nullptr, *shi = nullptr;
-  float sl[D], sh[D];
-  auto at = [&](int u) {
-    const int tile = u / nk, t16 = tile * (kGemmRows / 16) + warp, rlo = tile * kGemmRows + warp * 16 + g;
-    pb = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK : nullptr;
-    slo = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)rlo * G : nullptr;
-    shi = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)(rlo + 8) * G : nullptr;
-  };
-  auto issue = [&](int j, int st) {
-    const char *src = pb ? pb + (size_t)j * BLK : reinterpret_cast<const char *>(W.w);
-#pragma unroll
-    for (int k = 0; k < BLK / 512; k++) cp16(ring + st * BLK + k * 512 + lane * 16, src + k * 512 + lane * 16, pb ? 16 : 0);
-    if (TY == RLM_TYPE_Q8_0) {
-      sl[st] = slo ? __ldg(slo + j) : 0.f;
-      sh[st] = shi ? __ldg(shi + j) : 0.f;
-    }
-  };
-  auto prime = [&](int u) {
-    at(u);
-    const int chunk = u % nk, j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
-#pragma unroll
-    for (int i = 0; i < D; i++) {
-      if (j0 + i < j1) issue(j0 + i, i);
-      cp_commit();
-    }
-  };
+  GemmClock clk(s.prof, M > kSmallM);
   __syncthreads();  // the previous user of the shared memory is done
+  // The first unit's weights are in flight already (gemm_prime, called
+  // before the barrier that ends the previous phase).
   bool primed = (int)blockIdx.x < units;
-  if (primed) prime(blockIdx.x);  // the first weights in flight while the inputs are staged
+  if (primed) ws.prime(blockIdx.x, false);
   if (resident) {
     gstage(in, 0, M, 0, K, xs, pitch_all);
     __syncthreads();
   }
+  clk.lap(0);
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const int tile = u / nk, chunk = u % nk;
     const int j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
     const int rlo = tile * kGemmRows + warp * 16 + g, rhi = rlo + 8;
     // Passes inside the unit: the later ones read the unit's weights from L2.
     for (int m0 = 0, pass = 0; m0 < M; m0 += PASS, pass++) {
+      clk.lap(2);
       const int mrows = min(PASS, M - m0);
       const __nv_bfloat16 *xrow = xs + (size_t)((resident ? m0 : 0) + g) * pitch + 8 * q;
       float acc[NT][4];
 #pragma unroll
       for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-      if (!primed) prime(u);
+      if (!primed) ws.prime(u);
       primed = false;
       for (int s0 = j0; s0 < j1; s0 += kSG) {
         const int s1 = min(s0 + kSG, j1);
         int cbase = 0;
         if (!resident) {
+          clk.lap(1);
           __syncthreads();
           gstage(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
           __syncthreads();
           cbase = 32 * s0;
+          clk.lap(0);
         }
         for (int jb = s0; jb < s1; jb += D) {
 #pragma unroll
@@ -284,10 +370,10 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
               cp_wait<D - 1>();  // this lane's copies of group j are in
               __syncwarp();      // and every lane's
               WRaw<TY> wl, wh;
-              wl.read(ring + i * BLK + lane * RUN, sl[i]);
-              wh.read(ring + i * BLK + 32 * RUN + lane * RUN, sh[i]);
+              wl.read(ring + i * BLK + lane * RUN, ws.sl[i]);
+              wh.read(ring + i * BLK + 32 * RUN + lane * RUN, ws.sh[i]);
               __syncwarp();  // every lane has read stage i before it is refilled
-              if (j + D < j1) issue(j + D, i);
+              if (j + D < j1) ws.issue(j + D, i);
               cp_commit();
               const uint4 lo = wl.bf16(), hi = wh.bf16();
               const __nv_bfloat16 *xc = xrow + (32 * j - cbase);
@@ -303,6 +389,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
           }
         }
       }
+      clk.lap(1);
       if (nk == 1) {
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
@@ -325,41 +412,55 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
           }
         }
       if (spread) continue;
-      __threadfence();
+      // The block's partial sums before its count, the count before the
+      // last block's reads: one thread fences for the block, as a grid
+      // barrier does.
       __syncthreads();
-      if (threadIdx.x == 0) s_last = atomicAdd(&s.cnt[pass * tiles + tile], 1) == nk - 1;
+      if (threadIdx.x == 0) {
+        __threadfence();
+        s_last = atomicAdd(&s.cnt[pass * tiles + tile], 1) == nk - 1;
+        if (s_last) __threadfence();
+      }
       __syncthreads();
       if (!s_last) continue;
-      __threadfence();
       for (int e = threadIdx.x; e < mrows * kPairs; e += kThreads) {
         const int t = m0 + e / kPairs, p = e % kPairs;
         const int n = tile * kGemmRows + (p / 8) * 16 + p % 8;
-        float lo = 0.f, hi = 0.f;
-        for (int c = 0; c < nk; c++) {
-          const float *pp = s.part + ((size_t)c * M + t) * npad;
-          lo += __ldcg(pp + n);
-          hi += __ldcg(pp + n + 8);
-        }
+        float lo, hi;
+        chunk_sum(s.part, nk, (size_t)M * npad, (size_t)t * npad + n, lo, hi);
         epi(t, n, lo, hi);
       }
       if (threadIdx.x == 0) s.cnt[pass * tiles + tile] = 0;
     }
+    clk.lap(2);
   }
   cp_wait<0>();
   if (!spread) return;
   cg::this_grid().sync();
+  clk.lap(3);
   const size_t total = (size_t)tiles * M * kPairs;
   for (size_t e = (size_t)blockIdx.x * kThreads + threadIdx.x; e < total; e += (size_t)gridDim.x * kThreads) {
     const int p = (int)(e % kPairs), t = (int)(e / kPairs % M), tile = (int)(e / kPairs / M);
     const int n = tile * kGemmRows + (p / 8) * 16 + p % 8;
-    float lo = 0.f, hi = 0.f;
-    for (int c = 0; c < nk; c++) {
-      const float *pp = s.part + ((size_t)c * M + t) * npad;
-      lo += __ldcg(pp + n);
-      hi += __ldcg(pp + n + 8);
-    }
+    float lo, hi;
+    chunk_sum(s.part, nk, (size_t)M * npad, (size_t)t * npad + n, lo, hi);
     epi(t, n, lo, hi);
   }
+  clk.lap(3);
+}
+
+// gemm_prime starts the copies of this block's first unit of W into the
+// ring, so that they run while the block waits at the barrier before the
+// product (and through the phase before it: the ring is used by nothing
+// else). Every gemm is primed, once, with its matrix, before it runs.
+__device__ __noinline__ void gemm_prime(const DMat &W, void *smem, size_t cap) {
+  auto go = [&](auto ws) {
+    if ((int)blockIdx.x < ws.units()) ws.prime(blockIdx.x);
+  };
+  if (W.type == RLM_TYPE_BF16) go(WStream<RLM_TYPE_BF16>(W, smem, cap));
+  else if (W.type == RLM_TYPE_F16) go(WStream<RLM_TYPE_F16>(W, smem, cap));
+  else if (W.type == RLM_TYPE_Q8_0) go(WStream<RLM_TYPE_Q8_0>(W, smem, cap));
+  else go(WStream<RLM_TYPE_F32>(W, smem, cap));
 }
 
 template <class Epi>
