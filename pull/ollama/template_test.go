@@ -53,18 +53,24 @@ var renderCases = []struct {
 	{"funcs", "clock", "", []Message{{"user", "Hi"}}, nil},
 }
 
+// caseFiles are a render case's template source and expected rendering.
+func caseFiles(t *testing.T, template, name string) (src, want []byte) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("testdata", "templates", template+".gotmpl"))
+	if err == nil {
+		want, err = os.ReadFile(filepath.Join("testdata", "templates", template+"."+name+".txt"))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, want
+}
+
 func TestRender(t *testing.T) {
 	clock := func() time.Time { return time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC) }
 	for _, c := range renderCases {
 		t.Run(c.template+"/"+c.name, func(t *testing.T) {
-			src, err := os.ReadFile(filepath.Join("testdata", "templates", c.template+".gotmpl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := os.ReadFile(filepath.Join("testdata", "templates", c.template+"."+c.name+".txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			src, want := caseFiles(t, c.template, c.name)
 			tmpl, err := ParseTemplate(string(src))
 			if err != nil {
 				t.Fatal(err)
@@ -194,14 +200,7 @@ func TestModelChatTemplate(t *testing.T) {
 			continue // the clock is Template.Now's, which a model's template leaves to time.Now
 		}
 		t.Run(c.template+"/"+c.name, func(t *testing.T) {
-			src, err := os.ReadFile(filepath.Join("testdata", "templates", c.template+".gotmpl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := os.ReadFile(filepath.Join("testdata", "templates", c.template+"."+c.name+".txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			src, want := caseFiles(t, c.template, c.name)
 			m := &Model{Template: string(src), System: c.system}
 			ct, err := m.ChatTemplate()
 			if err != nil || ct == nil || ct.Format != ChatFormat {
