@@ -65,7 +65,8 @@ var Formats = []Format{ChatML, Llama3, Llama2, Mistral, Phi3}
 var ErrUnknownTemplate = errors.New("unrecognised chat template")
 
 // Template renders conversations: a model's Jinja template (Format
-// Jinja, made by Compile) or a named format.
+// Jinja, made by Compile), a named format, or a template another package
+// renders (Custom).
 type Template struct {
 	Format Format
 	// DefaultSystem is inserted when the conversation has no system
@@ -79,7 +80,8 @@ type Template struct {
 	Now func() time.Time
 
 	jinja           *jinja.Template
-	mentionsContent bool // HuggingFace refuses continue_final_message otherwise
+	mentionsContent bool       // HuggingFace refuses continue_final_message otherwise
+	custom          RenderFunc // Custom's
 }
 
 // ParseFormat checks a format name given by a user (--chat-template).

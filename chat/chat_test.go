@@ -175,3 +175,33 @@ func TestJinjaWithoutCompile(t *testing.T) {
 		t.Error("an uncompiled jinja template rendered")
 	}
 }
+
+// A Custom template is rendered by its function, after the checks every
+// template's requests get, and its errors are ErrTemplate.
+func TestCustomTemplate(t *testing.T) {
+	var got Request
+	tmpl := Custom("upper", func(r Request) (string, error) {
+		got = r
+		var b strings.Builder
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				return "", errors.New("no tools here")
+			}
+			b.WriteString(strings.ToUpper(m.Role) + ": " + m.Content + "\n")
+		}
+		return b.String(), nil
+	})
+	out, err := tmpl.Render([]Message{{Role: "user", Content: "hi"}}, true)
+	if err != nil || out != "USER: hi\n" || !got.AddGenerationPrompt || tmpl.Format != "upper" {
+		t.Fatalf("Render: %q %v (request %+v)", out, err, got)
+	}
+	if _, err := tmpl.Render([]Message{{Role: "tool", Content: "42"}}, true); !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "no tools here") {
+		t.Errorf("the function's error: %v", err)
+	}
+	if _, err := tmpl.Apply(Request{Messages: []Message{{Role: "assistant", Content: "x"}}, ContinueFinal: true, AddGenerationPrompt: true}); err == nil || !strings.Contains(err.Error(), "exclude each other") {
+		t.Errorf("both switches reached the function: %v", err)
+	}
+	if tmpl.StripBOS("<s>x", true) != "<s>x" {
+		t.Error("a custom template has no BOS text to strip")
+	}
+}

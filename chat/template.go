@@ -52,6 +52,18 @@ var reserved = []string{"messages", "tools", "documents", "add_generation_prompt
 // continue_final_message does, so that the rendering can be cut there.
 const continueTag = "CONTINUE_FINAL_MESSAGE_TAG "
 
+// RenderFunc renders a conversation in a template language other than
+// Jinja. Apply has checked the request's switches before calling it.
+type RenderFunc func(Request) (string, error)
+
+// Custom is a template that render renders, under the name format: a
+// model's template in another language (an Ollama model's Go template,
+// which package pull/ollama renders), so that every caller of Apply and
+// Render takes it as it takes a model's own Jinja template.
+func Custom(format Format, render RenderFunc) *Template {
+	return &Template{Format: format, custom: render}
+}
+
 // Apply renders r. Errors from a model's template wrap ErrTemplate and say
 // the template's line and the exception (a template's own
 // raise_exception message included).
@@ -61,6 +73,13 @@ func (t Template) Apply(r Request) (string, error) {
 	}
 	if r.ContinueFinal && (len(r.Messages) == 0 || r.Messages[len(r.Messages)-1].Null) {
 		return "", errors.New("chat: continue_final_message: the final message has no content to continue")
+	}
+	if t.custom != nil {
+		out, err := t.custom(r)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", ErrTemplate, err)
+		}
+		return out, nil
 	}
 	if t.Format != Jinja {
 		if len(r.Tools) > 0 && string(r.Tools) != "null" {

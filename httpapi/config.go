@@ -12,18 +12,26 @@ import (
 // environment variable; Settings lists them with their defaults and docs, so
 // this file is the only place a setting is described. Models, ModelName,
 // ChatTemplate, ChatTemplateFile, Device to PrefixCache and MaxQueue are what `ringlm serve`
-// passes to runner.Load; the server reads the others (and reports Slots and
+// passes to runner.Load, Offline, Registry and Insecure how it finds a -m
+// name's model; the server reads the others (and reports Slots and
 // MaxQueue in /health; MaxQueue also bounds the requests waiting for a
 // model switch).
 type Config struct {
-	// Models are the models to serve (-m, repeated): GGUF files; none =
-	// the built-in model. With several, requests pick one by name and one
-	// is loaded at a time (SetModels).
+	// Models are the models to serve (-m, repeated): GGUF files or model
+	// names (hf.co/..., Ollama names), pulled on first load unless
+	// Offline; none = the built-in model. With several, requests pick one
+	// by name and one is loaded at a time (SetModels).
 	Models    []string
 	ModelName string // name reported by /v1/models for the one model; "" = general.name, else the file's base name
-	Host      string
-	Port      int
-	APIKey    string
+	// Offline refuses to download a -m name that is not pulled; Registry
+	// (a base URL) and Insecure (plain HTTP) say how to reach an Ollama
+	// name's registry.
+	Offline  bool
+	Registry string
+	Insecure bool
+	Host     string
+	Port     int
+	APIKey   string
 	// CORSOrigins lists the browser origins answered with CORS headers,
 	// comma-separated; "*" is any origin, "" turns CORS off.
 	CORSOrigins string
@@ -92,8 +100,11 @@ type Setting struct {
 // Settings binds every field of c to its flag and environment variable.
 func (c *Config) Settings() []Setting {
 	return []Setting{
-		{"m", "RINGLM_MODEL", "GGUF model `FILE` (default: the built-in gocoder model, a small Go-code completer); repeat -m to serve several, each named by its file's base name and loaded when a request names it, one at a time (comma-separated in the variable)", &listVal{p: &c.Models}},
+		{"m", "RINGLM_MODEL", "GGUF model `FILE`, or a model NAME (hf.co/{user}/{repo}[:{quant}], or an Ollama name such as llama3.2), pulled on first load unless --offline (default: the built-in gocoder model, a small Go-code completer); repeat -m to serve several, each named by its file's base name or as its NAME is written, and loaded when a request names it, one at a time (comma-separated in the variable)", &listVal{p: &c.Models}},
 		{"model-name", "RINGLM_MODEL_NAME", "`NAME` reported by /v1/models and accepted in requests, with one -m (default: the GGUF's general.name, else the file's base name; both are always accepted)", strVal{&c.ModelName}},
+		{"offline", "RINGLM_OFFLINE", "never download: a model NAME that is not pulled is an error saying to run 'ringlm pull NAME' first", boolVal{&c.Offline}},
+		{"registry", "RINGLM_REGISTRY", "base `URL` that stands for the host of Ollama model names (a mirror; default: the name's own host, registry.ollama.ai)", strVal{&c.Registry}},
+		{"insecure", "RINGLM_INSECURE", "reach the registry of Ollama model names over plain HTTP, as ollama pull --insecure", boolVal{&c.Insecure}},
 		{"host", "RINGLM_HOST", "`ADDRESS` to listen on; 127.0.0.1 keeps the server local, 0.0.0.0 exposes it", strVal{&c.Host}},
 		{"port", "RINGLM_PORT", "TCP `PORT` (0 picks a free one and logs it)", intVal{&c.Port, 0, 65535}},
 		{"api-key", "RINGLM_API_KEY", "require 'Authorization: Bearer `KEY`' on /v1/*, /api/ps, /execute, /cancel, /tokenize, /detokenize and /apply-template (/health, /metrics and CORS preflights stay open)", strVal{&c.APIKey}},

@@ -18,7 +18,9 @@
 // get 503. A request holds its model through one atomic pointer and a
 // counter from routing until its answer is written, so the loaded
 // model's requests take no lock. /api/ps (ps.go) reports the loaded
-// model's size, digest and device, for `ringlm ps`.
+// model's size, digest and device, for `ringlm ps`. A model may bring
+// sampling defaults of its own (Model.Defaults: an Ollama model's params
+// layer), which a request's fields override, as in Ollama.
 //
 // It owns the translation between HTTP and engine requests: parsing and
 // validating bodies, tokenizing prompts and chat messages, detokenizing

@@ -115,7 +115,11 @@ func startServerWith(t testing.TB, edit func(*Config), wrap func(net.Listener) n
 	return ts
 }
 
-func (ts *testServer) load() {
+func (ts *testServer) load() { ts.loadWith(nil) }
+
+// loadWith loads the model as `ringlm serve` does; edit may change the
+// Model before the server has it.
+func (ts *testServer) loadWith(edit func(*Model)) {
 	ts.t.Helper()
 	r, err := runner.Load(ts.s.cfg.Models[0], runner.Options{Name: ts.s.cfg.ModelName, ChatTemplate: ts.s.cfg.ChatTemplate, ChatTemplateFile: ts.s.cfg.ChatTemplateFile,
 		Device: ts.s.cfg.Device, Slots: ts.s.cfg.Slots, TokenBudget: ts.s.cfg.TokenBudget, PrefillChunk: ts.s.cfg.PrefillChunk, KVBlocks: ts.s.cfg.KVBlocks,
@@ -127,6 +131,9 @@ func (ts *testServer) load() {
 	// As `ringlm serve` builds its Model (cmd/ringlm serve.go).
 	ts.m = &Model{Engine: r.Engine, Tokenizer: r.Tokenizer, Chat: r.Chat, ChatErr: r.ChatErr, Name: r.Name, Aliases: r.Aliases,
 		Context: r.Model.Context, Created: time.Now().Unix(), Fingerprint: r.Fingerprint, Backend: r}
+	if edit != nil {
+		edit(ts.m)
+	}
 	ts.s.SetModel(ts.m)
 }
 

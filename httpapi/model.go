@@ -5,6 +5,7 @@ import (
 
 	"ringlm/chat"
 	"ringlm/engine"
+	"ringlm/sample"
 	"ringlm/tokenizer"
 )
 
@@ -24,7 +25,11 @@ type Model struct {
 	Name    string
 	Aliases []string
 	Context int
-	Created int64
+	// Defaults are the model's own sampling options, which a request's
+	// fields override (an Ollama model's params layer, as Ollama applies
+	// a Modelfile's PARAMETERs); nil: sample.Defaults().
+	Defaults *Defaults
+	Created  int64
 	// Fingerprint identifies the weights and settings that produce
 	// outputs (system_fingerprint): the same seed under the same
 	// fingerprint gives the same text.
@@ -35,6 +40,17 @@ type Model struct {
 	// the engine is all there is to close (tests over a device of their
 	// own).
 	Backend Backend
+}
+
+// Defaults are a model's sampling defaults.
+type Defaults struct {
+	// Params are what a request starts from: temperature, top_k, top_p,
+	// min_p, penalties, stop strings, and MaxTokens (0: none of the
+	// model's; the server's --max-tokens and the context still bound it).
+	Params sample.Params
+	// Seeded says Params.Seed is the model's seed, which requests without
+	// a seed of their own use, so that they are reproducible as in Ollama.
+	Seeded bool
 }
 
 // Backend is what runs a Model's engine (a *runner.Runner).

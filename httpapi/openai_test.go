@@ -3,6 +3,8 @@ package httpapi
 import (
 	"strings"
 	"testing"
+
+	"ringlm/sample"
 )
 
 func TestModels(t *testing.T) {
@@ -243,6 +245,65 @@ func TestStopStrings(t *testing.T) {
 		}
 	}
 	waitNoLeaks(t, ts)
+}
+
+// A model's defaults (an Ollama model's params) are what a request
+// starts from: its temperature, stop strings, length and seed apply to a
+// request that gives none, and a request's own fields override them.
+func TestModelDefaults(t *testing.T) {
+	plain := startServer(t, nil)
+	greedy := map[string]any{"prompt": "The scheduler decides", "max_tokens": 24, "temperature": 0}
+	full := str(path(plain.post("/v1/completions", greedy).json(t), "choices", 0, "text"))
+	runes := []rune(full)
+	if len(runes) < 8 {
+		t.Skipf("greedy text too short for a stop string: %q", full)
+	}
+	stop := string(runes[len(runes)/2 : len(runes)/2+2])
+
+	withDefaults := func(d Defaults) *testServer {
+		ts := startServer(t, nil, true)
+		ts.loadWith(func(m *Model) { m.Defaults = &d })
+		return ts
+	}
+	completion := func(ts *testServer, req map[string]any) (text string, finish any, tokens float64) {
+		t.Helper()
+		r := ts.post("/v1/completions", req)
+		v := r.json(t)
+		if r.status != 200 {
+			t.Fatalf("%v: %d %s", req, r.status, r.body)
+		}
+		return str(path(v, "choices", 0, "text")), path(v, "choices", 0, "finish_reason"), num(path(v, "usage", "completion_tokens"))
+	}
+
+	p := sample.Defaults()
+	p.Temperature, p.StopStrings, p.MaxTokens = 0, []string{stop}, 3
+	ts := withDefaults(Defaults{Params: p})
+	// The model's greedy temperature and its stop string; its length is
+	// overridden.
+	if text, finish, _ := completion(ts, map[string]any{"prompt": "The scheduler decides", "max_tokens": 24}); text != full[:strings.Index(full, stop)] || finish != "stop" {
+		t.Errorf("the model's stop: %q (%v), want the greedy text up to %q", text, finish, stop)
+	}
+	// The request's own stop list, empty, replaces the model's.
+	if text, finish, _ := completion(ts, map[string]any{"prompt": "The scheduler decides", "max_tokens": 24, "stop": []string{}}); text != full || finish != "length" {
+		t.Errorf("stop []: %q (%v), want %q", text, finish, full)
+	}
+	// No max_tokens: the model's num_predict.
+	if _, finish, n := completion(ts, map[string]any{"prompt": "The scheduler decides", "stop": []string{}}); n != 3 || finish != "length" {
+		t.Errorf("the model's length: %v tokens (%v), want 3", n, finish)
+	}
+
+	p = sample.Defaults()
+	p.Seed, p.MaxTokens = 42, 12
+	seeded := withDefaults(Defaults{Params: p, Seeded: true})
+	a, _, _ := completion(seeded, map[string]any{"prompt": "The ring"})
+	b, _, _ := completion(seeded, map[string]any{"prompt": "The ring"})
+	c, _, _ := completion(seeded, map[string]any{"prompt": "The ring", "seed": 42})
+	if a != b || a != c {
+		t.Errorf("the model's seed 42: %q, %q, and with seed 42 given %q; want one text", a, b, c)
+	}
+	if g, _, _ := completion(seeded, map[string]any{"prompt": "The scheduler decides", "max_tokens": 24, "temperature": 0}); g != full {
+		t.Errorf("temperature 0 over the model's: %q, want %q", g, full)
+	}
 }
 
 func TestLogprobs(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -181,9 +182,15 @@ func (s *Server) newJob(l *loaded, k kind, rq *genRequest, r *req) (*job, *apiEr
 	return j, nil
 }
 
-// sampling maps the request's sampling fields onto sample.Params.
+// sampling maps the request's sampling fields onto sample.Params, over
+// the model's defaults.
 func (s *Server) sampling(m *Model, k kind, rq *genRequest, j *job) (sample.Params, *apiError) {
 	p := sample.Defaults()
+	if d := m.Defaults; d != nil {
+		p = d.Params
+		p.StopStrings = slices.Clone(p.StopStrings)
+		j.seeded = d.Seeded
+	}
 	f32 := func(dst *float32, v *float64) {
 		if v != nil {
 			*dst = float32(*v)
@@ -232,7 +239,11 @@ func (s *Server) sampling(m *Model, k kind, rq *genRequest, j *job) (sample.Para
 	}
 	room := m.Context - longest
 	if maxTok == nil {
-		p.MaxTokens = min(s.cfg.MaxTokens, room)
+		limit := s.cfg.MaxTokens
+		if p.MaxTokens > 0 { // the model's num_predict
+			limit = min(limit, p.MaxTokens)
+		}
+		p.MaxTokens = min(limit, room)
 	} else {
 		n := *maxTok
 		switch {
@@ -252,7 +263,9 @@ func (s *Server) sampling(m *Model, k kind, rq *genRequest, j *job) (sample.Para
 	if err != nil {
 		return p, err
 	}
-	p.StopStrings = stops
+	if stops != nil { // else the model's, if any
+		p.StopStrings = stops
+	}
 
 	if len(rq.LogitBias) > maxLogitBias {
 		return p, badRequest("logit_bias", "at most %d logit_bias entries", maxLogitBias)

@@ -8,9 +8,11 @@
 // It owns the choice of device (--device auto|cpu|cuda, and the fallback
 // to the CPU when auto finds no usable GPU or the GPU cannot take the
 // model), the choice of chat template (--chat-template NAME, else
-// --chat-template-file, else the GGUF's own Jinja template, else ChatML for
-// a GGUF without one, as llama.cpp's server does; logged once), the KV
-// pool's size, the step sizes by device (DefaultTokenBudget:
+// --chat-template-file, else the template the model came with, an Ollama
+// model's (Options.Chat), else the GGUF's own Jinja template, else ChatML
+// for a GGUF without one, as llama.cpp's server does; logged once), the
+// context a sequence may fill (Options.Context, an Ollama model's num_ctx),
+// the KV pool's size, the step sizes by device (DefaultTokenBudget:
 // 2048 tokens a step on the GPU, the engine's 512 on the CPU), the names a
 // model answers to and its fingerprint. It does not schedule requests (package engine) nor speak
 // HTTP (package httpapi, which serves a Runner's engine without importing
@@ -91,8 +93,16 @@ type Options struct {
 	// gives it.
 	ChatTemplate     string
 	ChatTemplateFile string
-	Device           string // auto, cpu or cuda ("" = auto)
-	Slots            int    // sequences decoded together (at least 1)
+	// Chat is the template the model came with when it is not the GGUF's
+	// (an Ollama model's template layer): it replaces the GGUF's, and
+	// ChatTemplate or ChatTemplateFile replace it.
+	Chat *chat.Template
+	// Context caps the positions one sequence may hold below the model's
+	// context length (an Ollama model's num_ctx); 0, or more than the
+	// model's, is the model's.
+	Context int
+	Device  string // auto, cpu or cuda ("" = auto)
+	Slots   int    // sequences decoded together (at least 1)
 	// TokenBudget is the tokens of one engine step, prefill and decode
 	// together, and PrefillChunk the prompt tokens one request gets in a
 	// step (at most TokenBudget); 0 takes the device's default
@@ -238,7 +248,12 @@ func Start(w *Weights, o Options) (*Runner, error) {
 	}
 	kvt, _ := parseKVType(o.KVType) // checked
 	mdl, v := w.Model, w.Tokenizer.Vocab()
-	src := templateSource{forced: o.ChatTemplate, jinja: v.ChatTemplate, bos: tokenText(v, v.BOS), eos: tokenText(v, v.EOS)}
+	if o.Context > 0 && o.Context < mdl.Context {
+		// Every limit (the device's, the KV pool's cap, the engine's)
+		// reads the model's context, which is now this.
+		mdl.Context = o.Context
+	}
+	src := templateSource{forced: o.ChatTemplate, given: o.Chat, jinja: v.ChatTemplate, bos: tokenText(v, v.BOS), eos: tokenText(v, v.EOS)}
 	if o.ChatTemplateFile != "" {
 		var err error
 		if src.jinja, err = templateFile(o.ChatTemplateFile); err != nil {
@@ -307,10 +322,11 @@ func Start(w *Weights, o Options) (*Runner, error) {
 
 // templateSource is what the chat template is chosen from.
 type templateSource struct {
-	forced   string // --chat-template NAME
-	jinja    string // the GGUF's template, or --chat-template-file's
-	file     bool   // jinja came from --chat-template-file
-	bos, eos string // the vocabulary's BOS and EOS texts
+	forced   string         // --chat-template NAME
+	given    *chat.Template // Options.Chat
+	jinja    string         // the GGUF's template, or --chat-template-file's
+	file     bool           // jinja came from --chat-template-file
+	bos, eos string         // the vocabulary's BOS and EOS texts
 }
 
 // chatChoice is the chat template chosen for a model.
@@ -321,9 +337,9 @@ type chatChoice struct {
 	err      error
 }
 
-// pickTemplate chooses the chat template: the forced format, else the
-// Jinja template (the file's or the GGUF's), else (no template at all)
-// ChatML. A GGUF template that does not parse falls back to the named
+// pickTemplate chooses the chat template: the forced format, else
+// --chat-template-file's, else the one the model came with (Options.Chat),
+// else the GGUF's Jinja template, else (no template at all) ChatML. A GGUF template that does not parse falls back to the named
 // format its marker strings show, with parseErr saying why; one that is
 // not recognised either stays an error rather than ChatML: the model was
 // trained on another format, which ChatML would only guess at.
@@ -335,6 +351,8 @@ func pickTemplate(s templateSource) chatChoice {
 			return chatChoice{err: err}
 		}
 		return chatChoice{t: &chat.Template{Format: f}}
+	case s.given != nil && !s.file:
+		return chatChoice{t: s.given}
 	case strings.TrimSpace(s.jinja) == "":
 		return chatChoice{t: &chat.Template{Format: chat.ChatML}, fallback: true}
 	}

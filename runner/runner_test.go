@@ -269,6 +269,45 @@ func TestChatTemplateChoice(t *testing.T) {
 	}
 }
 
+// A template the model came with (Options.Chat: an Ollama model's)
+// replaces the GGUF's and ChatML, and a user's --chat-template or
+// --chat-template-file replaces it; Options.Context caps the context.
+func TestGivenTemplateAndContext(t *testing.T) {
+	given := chat.Custom("given", func(chat.Request) (string, error) { return "rendered", nil })
+	for _, c := range []struct {
+		src  templateSource
+		want chat.Format
+	}{
+		{templateSource{given: given}, "given"},
+		{templateSource{given: given, jinja: "{{'<|im_start|>' + role}}"}, "given"},
+		{templateSource{given: given, forced: "llama3"}, chat.Llama3},
+		{templateSource{given: given, jinja: "{{ messages | tojson }}", file: true}, chat.Jinja},
+	} {
+		if ch := pickTemplate(c.src); ch.err != nil || ch.t.Format != c.want || ch.fallback {
+			t.Errorf("pickTemplate(%+v) = %+v; want %s", c.src, ch, c.want)
+		}
+	}
+
+	o := Options{Device: "cpu", KVBlocks: 16, Allocator: ringbuf.HeapAllocator{}, Log: zerolog.Nop(), Chat: given, Context: 100}
+	r, err := Load("", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Chat != given || r.ChatFallback || r.Model.Context != 100 || r.Engine.Config().Context != 100 {
+		t.Errorf("chat %+v (fallback %v), context %d, engine's %d; want the given template and 100", r.Chat, r.ChatFallback, r.Model.Context, r.Engine.Config().Context)
+	}
+	o.Context = 1 << 20 // more than the model's 512: the model's
+	big, err := Load("", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	if big.Model.Context != 512 {
+		t.Errorf("a num_ctx beyond the model's: context %d, want the model's 512", big.Model.Context)
+	}
+}
+
 // --chat-template-file replaces the GGUF's template: rendered as Jinja with
 // the vocabulary's BOS and EOS; a file that is missing or does not parse,
 // or given with --chat-template, is a usage error before anything loads.

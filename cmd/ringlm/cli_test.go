@@ -63,6 +63,8 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		"tokenize":     {"--jsonl=maybe"},
 		"serve":        {"--port", "http"},
 		"ps":           {"--json=maybe"},
+		"pull":         {"--insecure=maybe"},
+		"list":         {"--json=maybe"},
 		"synth":        {"--seed", "x"},
 		"perplexity":   {"--ctx", "1k"},
 		"quantize":     {"--threads", "many"},
@@ -79,7 +81,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 	wantUsageError(t, "bench", nil, "a subcommand is required")
 
 	code, out, errOut := runCmd(t, "nope")
-	if code != 2 || out != "" || errOut != "ringlm: unknown command \"nope\" (bench, perplexity, ps, quantize, run, serve, show, synth, tokenize, version)\nRun 'ringlm -h' for usage.\n" {
+	if code != 2 || out != "" || errOut != "ringlm: unknown command \"nope\" (bench, list, perplexity, ps, pull, quantize, rm, run, serve, show, synth, tokenize, version)\nRun 'ringlm -h' for usage.\n" {
 		t.Errorf("unknown command: exit %d, %q %q", code, out, errOut)
 	}
 }

@@ -1,9 +1,15 @@
 // Command ringlm is the one binary of the ringlm inference engine. Its
 // subcommands are the commands table in main.go, one file each: synth,
-// show, tokenize, run, serve, ps, bench (serve, engine, report), perplexity,
-// quantize and version; run, serve, bench engine and perplexity load their model
-// through package runner, and run, serve, show and tokenize use the
-// built-in model when no -m or file is given. run with no -p and a
+// show, tokenize, run, serve, ps, pull, list, rm, bench (serve, engine,
+// report), perplexity, quantize and version; run, serve, bench engine and
+// perplexity load their model through package runner, and run, serve, show
+// and tokenize use the built-in model when no -m or file is given. run,
+// serve and show also take a model by name (models.go): an existing file
+// first, then hf.co/... (pull/hf, the Hugging Face cache), then an Ollama
+// name (pull/ollama, the Ollama-layout store); run and serve pull a name
+// on first use unless --offline, and an Ollama model's template and params
+// become its chat template and sampling defaults. pull downloads a name,
+// list and rm read and prune both caches. run with no -p and a
 // terminal on stdin opens a chat (repl.go). serve registers itself in a
 // runtime directory while it runs, and ps asks every registered server
 // for its loaded models (ps.go). Flags may follow positional
@@ -40,7 +46,10 @@ var commands = map[string]command{
 	"synth":      {"write a synthetic GGUF model (real architecture shapes, seeded random weights)", runSynth},
 	"run":        {"generate text from a prompt (CPU or CUDA GPU), streaming it as it is sampled", runRun},
 	"tokenize":   {"print the token ids and pieces of a text (or --jsonl for scripts)", runTokenize},
-	"show":       {"print a GGUF file's metadata, tensors and parameter count", runShow},
+	"show":       {"print a GGUF file's (or a pulled model's) metadata, tensors and parameter count", runShow},
+	"pull":       {"download a model by name from the Hugging Face Hub (hf.co/...) or an Ollama registry (llama3.2)", runPull},
+	"list":       {"list the pulled models: the Hugging Face cache's GGUF files and the Ollama-layout store's models", runList},
+	"rm":         {"delete pulled models (blobs another model uses stay)", runRm},
 	"serve":      {"serve the OpenAI-compatible and native HTTP API, one model or several by name (see serve -h)", runServe},
 	"ps":         {"list the models loaded by the running serve processes on this machine", runPs},
 	"bench":      {"benchmark a server (bench serve), the engine (bench engine) or render results (bench report)", runBench},

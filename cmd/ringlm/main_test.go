@@ -13,7 +13,7 @@ import (
 	"ringlm/model"
 )
 
-func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+func runCmd(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var o, e bytes.Buffer
 	code = run(args, &o, &e)

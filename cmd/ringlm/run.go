@@ -17,6 +17,7 @@ import (
 	"ringlm/chat"
 	"ringlm/engine"
 	"ringlm/models"
+	"ringlm/pull"
 	"ringlm/runner"
 	"ringlm/sample"
 	"ringlm/tokenizer"
@@ -30,8 +31,11 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 // terminal, where no -p opens the interactive chat (repl.go) as
 // `ollama run` does, instead of reading the prompt to EOF.
 func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "run [-m FILE] [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--chat-template NAME | --chat-template-file FILE]] [--device auto|cpu|cuda]\n\nWith no -p and a terminal on stdin, run opens a chat: /clear, /bye, Ctrl-D; Ctrl-C stops an answer.")
-	modelPath := fs.String("m", "", "GGUF model file (default: the built-in "+models.DefaultName+" model, a small Go-code completer)")
+	fs := newFlagSet("run", "run [NAME|FILE] [PROMPT] [-m FILE|NAME] [-p PROMPT | stdin] [-n N] [--temp T --top-k K --top-p P --min-p M --seed S] [--chat [--system S] [--chat-template NAME | --chat-template-file FILE]] [--device auto|cpu|cuda] [--offline]\n\n"+
+		"With no prompt and a terminal on stdin, run opens a chat: /clear, /bye, Ctrl-D; Ctrl-C stops an answer.\n"+
+		"A NAME (hf.co/{user}/{repo}[:{quant}], or an Ollama name such as llama3.2) is pulled on first use unless --offline;\n"+
+		"an Ollama model's template wraps the prompt (--chat=false: a raw completion) and its params are the sampling defaults.")
+	modelPath := fs.String("m", "", "GGUF model `FILE` or model NAME, as the first argument (default: the built-in "+models.DefaultName+" model, a small Go-code completer)")
 	prompt := fs.String("p", "", "prompt (default: read from stdin; a terminal on stdin opens the interactive chat)")
 	n := fs.Int("n", 128, "tokens to generate at most; stops at the context's end (interactive chat: up to the context's end unless given)")
 	temp := fs.Float64("temp", 0.8, "temperature (0 = greedy)")
@@ -50,12 +54,27 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	kvType := fs.String("kv-type", "f16", "KV cache type: f32 or f16 (f32 on the cpu device only)")
 	device := fs.String("device", envOr("RINGLM_DEVICE", "auto"), "device: auto (cuda when libringlm_cuda.so loads and sees a GPU, else cpu), cpu, cuda ($RINGLM_DEVICE)")
 	verbose := fs.Bool("verbose", true, "print token counts and speed at the end (interactive chat: after each answer when given)")
+	settings, err := settingsFlags(fs, "offline", "registry", "insecure")
+	if err != nil {
+		return err
+	}
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
+	// ollama run MODEL [PROMPT...]: the model first, unless -m gave it.
+	if *modelPath == "" && len(pos) > 0 {
+		*modelPath, pos = pos[0], pos[1:]
+	}
 	if len(pos) > 0 {
-		return usagef("unexpected argument %q (quote the prompt and pass it with -p)", pos[0])
+		if *prompt != "" {
+			return usagef("unexpected argument %q: the prompt is given with -p", pos[0])
+		}
+		*prompt = strings.Join(pos, " ")
+	}
+	ref, err := parseModelRef(*modelPath)
+	if err != nil {
+		return err
 	}
 	if *n < 0 {
 		return usagef("-n must be >= 0")
@@ -64,11 +83,22 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	// The same wiring as the server (model, tokenizer, chat template,
 	// device, engine), with one slot.
-	ro := runner.Options{ChatTemplate: template, ChatTemplateFile: *templateFile, Device: *device, Slots: 1, KVType: *kvType, KVMemoryMiB: runKVMemoryMiB,
-		MaxQueue: 1, Log: zerolog.Nop()}
+	ro := runner.Options{ChatTemplate: template, ChatTemplateFile: *templateFile, Device: *device, Slots: 1,
+		KVType: *kvType, KVMemoryMiB: runKVMemoryMiB, MaxQueue: 1, Log: zerolog.Nop()}
 	if err := ro.Check(); err != nil {
-		return usageError{err.Error()}
+		return usageError{err.Error()} // before a name is pulled
 	}
+	src, err := runSource(ref, newFetcher(settings), stderr)
+	if err != nil {
+		return err
+	}
+	if note := ignoredNote(src); note != "" {
+		fmt.Fprintln(stderr, "ringlm run:", note)
+	}
+	if src.Chat != nil && !set["chat"] {
+		*useChat = true // as ollama run wraps every prompt in the model's template
+	}
+	ro.Chat, ro.Context = src.Chat, src.Context
 	interactive := *prompt == "" && tty
 	if *prompt == "" && !interactive {
 		b, err := io.ReadAll(io.LimitReader(stdin, 16<<20))
@@ -80,12 +110,45 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	if *seed < 0 {
 		*seed = time.Now().UnixNano() & (1<<53 - 1)
 	}
+	// run's defaults, under an Ollama model's params, under the flags
+	// given.
 	sp := sample.Defaults()
-	sp.Temperature, sp.TopK, sp.TopP, sp.MinP = float32(*temp), *topK, float32(*topP), float32(*minP)
-	sp.RepeatPenalty, sp.Seed, sp.MaxTokens = float32(*repeat), uint64(*seed), *n
+	flags := func(all bool) {
+		given := func(name string) bool { return all || set[name] }
+		if given("temp") {
+			sp.Temperature = float32(*temp)
+		}
+		if given("top-k") {
+			sp.TopK = *topK
+		}
+		if given("top-p") {
+			sp.TopP = float32(*topP)
+		}
+		if given("min-p") {
+			sp.MinP = float32(*minP)
+		}
+		if given("repeat-penalty") {
+			sp.RepeatPenalty = float32(*repeat)
+		}
+		if given("seed") {
+			sp.Seed = uint64(*seed)
+		}
+		if given("n") {
+			sp.MaxTokens = *n
+		}
+	}
+	flags(true)
+	modelLength := false // the model's num_predict replaces -n's default
+	if m := src.Ollama; m != nil {
+		if sp, err = m.SampleParams(sp); err != nil {
+			return err
+		}
+		_, modelLength = m.Params["num_predict"]
+		flags(false)
+	}
 
 	start := time.Now()
-	lm, err := runner.Load(*modelPath, ro)
+	lm, err := runner.Load(src.Path, ro)
 	if err != nil {
 		return err
 	}
@@ -102,7 +165,7 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	}
 
 	if interactive {
-		if !set["n"] {
+		if !set["n"] && !modelLength {
 			sp.MaxTokens = 0 // each answer may run to the context's end
 		}
 		r := &repl{lm: lm, params: sp, ignoreEOS: *ignoreEOS, system: *system, in: bufio.NewReader(stdin),
@@ -130,6 +193,9 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	if len(ids) >= limit {
 		return fmt.Errorf("the prompt of %d tokens fills %s", len(ids), why)
 	}
+	if sp.MaxTokens == 0 && modelLength && !set["n"] {
+		sp.MaxTokens = limit - len(ids) // the model's num_predict -1: no limit but the context
+	}
 	// -n beyond the context: generate up to its end and say so, rather
 	// than refuse what the user can only guess the right figure for.
 	clipped := len(ids)+sp.MaxTokens > limit
@@ -155,12 +221,29 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	if *verbose {
 		fmt.Fprintln(stderr)
 		a.printStats(stderr, loadTime)
-		fmt.Fprintf(stderr, "finish reason = %s, seed = %d, device = %s\n", a.reason, *seed, lm.Engine.DeviceName())
+		fmt.Fprintf(stderr, "finish reason = %s, seed = %d, device = %s\n", a.reason, sp.Seed, lm.Engine.DeviceName())
 	}
 	if a.reason == finishInterrupted {
 		return interrupted{which()}
 	}
 	return nil
+}
+
+// runSource finds run's model, pulling a name on first use (unless
+// --offline) with its progress on stderr; ^C stops the pull, which keeps
+// what it has for the next one.
+func runSource(ref modelRef, f fetcher, stderr io.Writer) (modelSource, error) {
+	ctx, which, stop := interruptContext()
+	defer stop()
+	f.note = pullNote(stderr, "run")
+	if pull.IsTerminal(stderr) {
+		f.progress = pull.NewProgress(stderr, false)
+	}
+	src, err := f.source(ctx, ref)
+	if err != nil && ctx.Err() != nil {
+		return src, interruptedBy{err, which()}
+	}
+	return src, err
 }
 
 // contextLimit is how many tokens, prompt and output together, one
@@ -211,6 +294,12 @@ func generate(ctx context.Context, lm *runner.Runner, req engine.Request, out *b
 			text.WriteString(s)
 		}
 	}
+	// Stop strings (an Ollama model's) are matched on the text, as the
+	// server matches them: the engine knows only token ids.
+	var stops *sample.StopMatcher
+	if len(req.Params.StopStrings) > 0 {
+		stops = sample.NewStopMatcher(req.Params.StopStrings)
+	}
 	var toks []engine.Token
 	for {
 		var done bool
@@ -220,9 +309,20 @@ func generate(ctx context.Context, lm *runner.Runner, req engine.Request, out *b
 		}
 		for _, t := range toks {
 			a.generated++
-			if !tok.IsEOG(t.ID) {
-				emit(detok.Add(t.ID))
+			if tok.IsEOG(t.ID) {
+				continue
 			}
+			piece := detok.Add(t.ID)
+			if stops != nil {
+				var stopped bool
+				if piece, stopped = stops.Push(piece); stopped {
+					emit(piece)
+					st.StopWith()
+					done = true
+					break
+				}
+			}
+			emit(piece)
 		}
 		out.Flush()
 		// Checked after the write as well as in Recv: tokens that were
@@ -235,7 +335,15 @@ func generate(ctx context.Context, lm *runner.Runner, req engine.Request, out *b
 			break
 		}
 	}
-	emit(detok.Flush())
+	tail := detok.Flush()
+	if stops != nil {
+		piece, stopped := stops.Push(tail)
+		tail = piece
+		if !stopped {
+			tail += stops.Flush()
+		}
+	}
+	emit(tail)
 	a.end = time.Now()
 	tl := st.Timeline()
 	a.arrival, a.first = tl.Arrival, tl.FirstToken

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"ringlm/gguf"
+	"ringlm/internal/testmodel"
 	"ringlm/synth"
 )
 
@@ -33,6 +34,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("RINGLM_RUNTIME_DIR", rt)
 	code := m.Run()
+	testmodel.Cleanup()
 	os.RemoveAll(rt)
 	os.Exit(code)
 }

@@ -18,9 +18,10 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/automaxprocs/maxprocs"
 
+	"ringlm/chat"
 	"ringlm/httpapi"
 	"ringlm/models"
-	"ringlm/quantize"
+	"ringlm/pull/ollama"
 	"ringlm/runner"
 )
 
@@ -41,10 +42,17 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 }
 
 // serveSynopsis is serve -h's first lines.
-const serveSynopsis = `serve [-m FILE]... [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)
+const serveSynopsis = `serve [-m FILE|NAME]... [--offline] [--host 127.0.0.1] [--port 8080] [flags]  (every flag is also an environment variable, shown after its text)
+
+-m takes a GGUF file or a model name: hf.co/{user}/{repo}[:{quant}] from
+the Hugging Face Hub, or an Ollama name (llama3.2, qwen2.5:0.5b,
+{host}/{namespace}/{model}:{tag}), pulled when first loaded unless
+--offline ('ringlm pull NAME' pulls ahead of time). An Ollama model's
+template and params are its chat template and sampling defaults.
 
 With several -m, each model is named by its file's base name without the
-extension, and a request picks one by its "model" field (none: the first).
+extension, or as its name is written, and a request picks one by its
+"model" field (none: the first).
 One model is loaded at a time: a request for another waits while the
 running requests finish, then the loaded model is unloaded and the one
 asked for is loaded; at most --max-queue requests wait, more get 503. An
@@ -77,13 +85,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	if err := ro.Check(); err != nil {
 		return usageError{err.Error()}
 	}
-	specs, err := modelSpecs(cfg.Models)
-	if err != nil {
-		return err
-	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
 		return usageError{err.Error()}
+	}
+	f := newFetcher(&cfg)
+	f.note = func(name string) { log.Info().Str("model", name).Msg("not pulled yet: pulling it (--offline refuses)") }
+	specs, err := modelSpecs(cfg.Models, f)
+	if err != nil {
+		return err
 	}
 	// Go 1.25+ already follows cgroup CPU quotas; maxprocs keeps the same
 	// behaviour for older runtimes and logs what it decided.
@@ -142,8 +152,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		if err != nil {
 			return nil, err
 		}
+		if note := ignoredNote(src); note != "" {
+			log.Warn().Msg(note)
+		}
 		o := ro
-		o.Name, o.Log, o.StepHook = name, log, srv.StepHook()
+		o.Name, o.Log, o.StepHook, o.Chat, o.Context = name, log, srv.StepHook(), src.Chat, src.Context
 		r, err := runner.Load(src.Path, o)
 		if err != nil {
 			return nil, err
@@ -153,8 +166,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	}
 	// One model is served under the name runner gives it (--model-name,
 	// general.name, the file's name), as before serve took several.
+	// A model name is served as written, as Ollama serves it.
 	firstName := cfg.ModelName
-	if len(specs) > 1 {
+	if len(specs) > 1 || (firstName == "" && specs[0].ByName) {
 		firstName = specs[0].Name
 	}
 
@@ -269,42 +283,60 @@ func watchFault(r *runner.Runner, faults chan<- error) {
 }
 
 // modelSpec is a model serve offers: the name requests route by, and how
-// to find its weights. Open is where a name becomes a file: a -m value is
-// a path today; a resolver of hf.co/… and Ollama names (downloading on
-// first use) returns its cached file's path here. serve calls it when the
-// model is loaded, each time it is.
+// to find its weights. Open is where a name becomes a file: a file's path
+// as it is, a model name's place in its cache, pulled there first when it
+// is not (unless --offline). serve calls it when the model is loaded,
+// each time it is.
 type modelSpec struct {
-	Name string
-	Open func(ctx context.Context) (modelSource, error)
+	Name   string
+	ByName bool // the -m value is a model name, which is the name served
+	Open   func(ctx context.Context) (modelSource, error)
 }
 
 // modelSource is where a model's weights are, as its spec's Open found
-// them.
+// them, and what else the model came with.
 type modelSource struct {
 	Path string // a GGUF file; "" = the built-in model
 	// Digest is the file's sha256 when it is known without reading the
-	// file (a downloaded blob is named by it); ps reports it. "" = the
-	// model's fingerprint stands in.
+	// file (a downloaded blob is named by it; an Ollama model's is its
+	// manifest's, as ollama ps shows); ps reports it. "" = the model's
+	// fingerprint stands in.
 	Digest string
+	// Name is the model's name when it came by name (for messages).
+	Name string
+	// An Ollama model's template and params layers: its chat template
+	// (nil: the GGUF's), its sampling defaults (nil: ringlm's), its
+	// num_ctx (0: the GGUF's context), and the params ringlm has no use
+	// for, to report.
+	Chat     *chat.Template
+	Defaults *httpapi.Defaults
+	Context  int
+	Ignored  []string
+	Ollama   *ollama.Model // the model's manifest and small layers; nil unless from an Ollama store
 }
 
 // modelSpecs are the models of serve's -m values: files, named by their
-// base name; none is the built-in model. Two files of the same name are a
-// usage error: a request could not tell them apart.
-func modelSpecs(paths []string) ([]modelSpec, error) {
-	if len(paths) == 0 {
+// base name, and model names, named as written; none is the built-in
+// model. Two of the same name are a usage error: a request could not
+// tell them apart.
+func modelSpecs(args []string, f fetcher) ([]modelSpec, error) {
+	if len(args) == 0 {
 		return []modelSpec{{Name: models.DefaultName, Open: fileSource("")}}, nil
 	}
-	specs := make([]modelSpec, 0, len(paths))
-	for i, p := range paths {
-		if _, err := os.Stat(p); err != nil {
+	specs := make([]modelSpec, 0, len(args))
+	for _, a := range args {
+		ref, err := parseModelRef(a)
+		if err != nil {
 			return nil, err
 		}
-		name := runner.BaseName(p)
-		if j := slices.IndexFunc(specs, func(s modelSpec) bool { return s.Name == name }); j >= 0 {
-			return nil, usagef("-m %s and -m %s are both named %q; rename or link one of them", paths[j], paths[i], name)
+		sp := modelSpec{Name: a, ByName: ref.isName, Open: func(ctx context.Context) (modelSource, error) { return f.source(ctx, ref) }}
+		if !ref.isName {
+			sp.Name, sp.Open = runner.BaseName(a), fileSource(a)
 		}
-		specs = append(specs, modelSpec{Name: name, Open: fileSource(p)})
+		if j := slices.IndexFunc(specs, func(s modelSpec) bool { return s.Name == sp.Name }); j >= 0 {
+			return nil, usagef("-m %s and -m %s are both named %q; rename or link one of them", args[j], a, sp.Name)
+		}
+		specs = append(specs, sp)
 	}
 	return specs, nil
 }
@@ -335,18 +367,14 @@ func httpModel(r *runner.Runner, src modelSource) *httpapi.Model {
 	if info.Digest == "" {
 		info.Digest = strings.TrimPrefix(r.Fingerprint, "fp_")
 	}
-	if ft, err := r.File.Uint32("general.file_type"); err == nil {
-		if mix, ok := quantize.ParseMix(strconv.FormatUint(uint64(ft), 10)); ok {
-			info.QuantizationLevel = mix.Name
-		}
-	}
+	info.QuantizationLevel = quantOf(r.File)
 	if r.Device == "cuda" {
 		// The weights are copied to the GPU (in the file's size, give or
 		// take the kernel's layout) and the KV pool is there.
 		info.SizeVRAM = info.Size
 	}
 	return &httpapi.Model{Engine: r.Engine, Tokenizer: r.Tokenizer, Chat: r.Chat, ChatErr: r.ChatErr, Name: r.Name,
-		Aliases: r.Aliases, Context: r.Model.Context, Created: time.Now().Unix(), Fingerprint: r.Fingerprint, Info: info, Backend: r}
+		Aliases: r.Aliases, Context: r.Model.Context, Defaults: src.Defaults, Created: time.Now().Unix(), Fingerprint: r.Fingerprint, Info: info, Backend: r}
 }
 
 func shutdownNow(srv *httpapi.Server) {

@@ -2,17 +2,21 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"ringlm/gguf"
 	"ringlm/models"
+	"ringlm/pull"
 )
 
 func runShow(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("show", "show [FILE] [--json]  (no FILE: the built-in "+models.DefaultName+" model)")
+	fs := newFlagSet("show", "show [FILE|NAME] [--json]  (no FILE: the built-in "+models.DefaultName+" model; a NAME, hf.co/... or an Ollama name, must be pulled: 'ringlm pull NAME')")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables (snake_case keys; metadata under its GGUF key names)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -22,8 +26,11 @@ func runShow(args []string, stdout, stderr io.Writer) error {
 		return usagef("expected one GGUF file, got %d arguments", len(pos))
 	}
 	var path string
+	var pulled *showModel
 	if len(pos) == 1 {
-		path = pos[0]
+		if path, pulled, err = showSource(pos[0]); err != nil {
+			return err
+		}
 	}
 	f, err := openGGUF(path)
 	if err != nil {
@@ -31,6 +38,7 @@ func runShow(args []string, stdout, stderr io.Writer) error {
 	}
 	defer f.Close()
 	s := summarize(path, f)
+	s.Model = pulled
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -38,6 +46,49 @@ func runShow(args []string, stdout, stderr io.Writer) error {
 	}
 	printSummary(stdout, s)
 	return nil
+}
+
+// showSource is the file a show argument names: a file, or a pulled
+// model's (never downloaded: show only reads), with what the model's
+// name says about it.
+func showSource(arg string) (string, *showModel, error) {
+	ref, err := parseModelRef(arg)
+	if err != nil || !ref.isName {
+		return ref.file, nil, err
+	}
+	src, err := fetcher{}.cached(ref)
+	if errors.Is(err, pull.ErrNotFound) {
+		return "", nil, notPulled(ref, "")
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	sm := &showModel{Name: arg, Digest: src.Digest}
+	if m := src.Ollama; m != nil {
+		sm.Template, sm.System, sm.Parameters, sm.License = m.Template, m.System, m.Params, m.License
+	}
+	return src.Path, sm, nil
+}
+
+// jsonText is v, decoded from JSON, as JSON again: written as Ollama's
+// params layer writes it (no \u003c for <).
+func jsonText(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v) // decoded from JSON: it encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// showModel is what a pulled model's name adds to its file: the Ollama
+// model's template, system prompt and parameters (ollama show's).
+type showModel struct {
+	Name       string         `json:"name"`
+	Digest     string         `json:"digest,omitempty"`
+	Template   string         `json:"template,omitempty"`
+	System     string         `json:"system,omitempty"`
+	Parameters map[string]any `json:"parameters,omitempty"`
+	License    []string       `json:"license,omitempty"`
 }
 
 // openGGUF opens the GGUF file at path, or the built-in model's image
@@ -112,6 +163,7 @@ type showSummary struct {
 	DataOffset uint64               `json:"data_offset"`
 	Params     uint64               `json:"params"`
 	TensorData uint64               `json:"tensor_bytes"`
+	Model      *showModel           `json:"model,omitempty"` // a pulled model's name, and an Ollama model's other layers
 	Hparams    *showHparams         `json:"hparams,omitempty"`
 	HparamsErr string               `json:"hparams_error,omitempty"`
 	Metadata   map[string]showValue `json:"metadata"`
@@ -194,6 +246,24 @@ func headOf(raw any, n int) any {
 
 func printSummary(w io.Writer, s *showSummary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if m := s.Model; m != nil {
+		fmt.Fprintf(tw, "model\t%s\n", m.Name)
+		if m.Digest != "" {
+			fmt.Fprintf(tw, "digest\tsha256:%s\n", m.Digest)
+		}
+		if m.Template != "" {
+			fmt.Fprintf(tw, "template\t%s (Ollama's Go template, %d bytes; show --json prints it)\n", previewString(m.Template), len(m.Template))
+		}
+		if m.System != "" {
+			fmt.Fprintf(tw, "system\t%s\n", previewString(m.System))
+		}
+		for _, k := range slices.Sorted(maps.Keys(m.Parameters)) {
+			fmt.Fprintf(tw, "parameter\t%s %s\n", k, jsonText(m.Parameters[k]))
+		}
+		if len(m.License) > 0 {
+			fmt.Fprintf(tw, "license\t%s\n", previewString(m.License[0]))
+		}
+	}
 	builtIn := ""
 	if s.BuiltIn {
 		builtIn = ", built into ringlm"

@@ -50,3 +50,17 @@ func exitStatus(s os.Signal) int {
 	}
 	return 130
 }
+
+// interruptedBy is a command's error after a signal stopped it (a pull
+// that says what it kept): the error's line, and 128 + the signal's
+// number as the status.
+type interruptedBy struct {
+	err error
+	sig os.Signal
+}
+
+func (e interruptedBy) Error() string { return e.err.Error() }
+
+func (e interruptedBy) Unwrap() error { return e.err }
+
+func (e interruptedBy) ExitCode() int { return exitStatus(e.sig) }

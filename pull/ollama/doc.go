@@ -51,8 +51,10 @@
 // chat endpoint does (the model's system prompt first unless the
 // conversation has its own, consecutive turns of one role joined, a
 // template without .Messages executed turn by turn with .Prompt and
-// .Response). Model.SampleParams turns the params layer into
-// sample.Params defaults and Model.NumCtx reads num_ctx.
+// .Response). Model.ChatTemplate is the model's template as a
+// chat.Template, which ringlm's run and HTTP API render like any other.
+// Model.SampleParams turns the params layer into sample.Params defaults
+// and Model.NumCtx reads num_ctx.
 //
 // The package parses no GGUF: Model.GGUFPath is for package gguf and the
 // runner, and a quantization to show is read from there.

@@ -3,165 +3,48 @@ package ollama
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"ringlm/gguf"
 	"ringlm/pull"
+	"ringlm/pull/pulltest"
 )
 
-// testRegistry serves the registry API as registry.ollama.ai does:
-// manifests itself, blob GETs redirected to a second server standing for
-// its CDN, which honours Range.
-type testRegistry struct {
-	t        *testing.T
-	srv, cdn *httptest.Server
+func digestOf(data []byte) string { return "sha256:" + pulltest.Digest(data) }
 
-	mu        sync.Mutex
-	manifests map[string][]byte // "namespace/model:tag"
-	blobs     map[string][]byte // digest: the bytes served for it
-	accept    []string          // Accept headers of manifest GETs
-	status    int               // when not 0, every manifest GET's answer
-	errBody   string
-
-	blobBytes atomic.Int64 // blob bytes the CDN sent
-	blobGets  atomic.Int64
+// layer is one layer of a test model.
+func layer(mediaType string, data []byte) pulltest.Layer {
+	return pulltest.Layer{MediaType: mediaType, Data: data}
 }
 
-func newTestRegistry(t *testing.T) *testRegistry {
-	r := &testRegistry{t: t, manifests: map[string][]byte{}, blobs: map[string][]byte{}}
-	r.cdn = httptest.NewServer(http.HandlerFunc(r.serveCDN))
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serveRegistry))
-	t.Cleanup(func() { r.srv.Close(); r.cdn.Close() })
-	return r
-}
-
-func (r *testRegistry) serveRegistry(w http.ResponseWriter, req *http.Request) {
-	parts := strings.Split(strings.TrimPrefix(req.URL.Path, "/v2/"), "/")
-	if req.Method != http.MethodGet || len(parts) != 4 {
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
-	}
-	ns, model, kind, ref := parts[0], parts[1], parts[2], parts[3]
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch kind {
-	case "manifests":
-		r.accept = append(r.accept, req.Header.Get("Accept"))
-		if r.status != 0 {
-			w.WriteHeader(r.status)
-			w.Write([]byte(r.errBody))
-			return
+// manifestAccepts are the Accept headers of the manifest requests.
+func manifestAccepts(reg *pulltest.Registry) []string {
+	var out []string
+	for _, r := range reg.Requests() {
+		if strings.Contains(r.Path, "/manifests/") {
+			out = append(out, r.Accept)
 		}
-		data, ok := r.manifests[ns+"/"+model+":"+ref]
-		if !ok {
-			w.WriteHeader(http.StatusNotFound)
-			w.Write([]byte(`{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}`))
-			return
+	}
+	return out
+}
+
+// blobGets counts the registry's blob downloads, the GETs its CDN
+// answered.
+func blobGets(reg *pulltest.Registry) int {
+	n := 0
+	for _, r := range reg.CDN.Requests() {
+		if r.Method == http.MethodGet {
+			n++
 		}
-		w.Header().Set("Content-Type", MediaTypeManifest)
-		w.Write(data)
-	case "blobs":
-		if _, ok := r.blobs[ref]; !ok {
-			http.NotFound(w, req)
-			return
-		}
-		http.Redirect(w, req, r.cdn.URL+"/cdn/"+strings.Replace(ref, ":", "-", 1)+"?sig=test", http.StatusTemporaryRedirect)
-	default:
-		http.NotFound(w, req)
 	}
-}
-
-func (r *testRegistry) serveCDN(w http.ResponseWriter, req *http.Request) {
-	digest := strings.Replace(strings.TrimPrefix(req.URL.Path, "/cdn/"), "-", ":", 1)
-	r.mu.Lock()
-	data, ok := r.blobs[digest]
-	r.mu.Unlock()
-	if !ok || req.URL.Query().Get("sig") != "test" {
-		http.NotFound(w, req)
-		return
-	}
-	r.blobGets.Add(1)
-	http.ServeContent(countingWriter{w, &r.blobBytes}, req, "", time.Time{}, bytes.NewReader(data))
-}
-
-// locked runs f holding the registry's lock, for a test to change or
-// read what the handlers use.
-func (r *testRegistry) locked(f func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f()
-}
-
-type countingWriter struct {
-	http.ResponseWriter
-	n *atomic.Int64
-}
-
-func (c countingWriter) Write(p []byte) (int, error) {
-	n, err := c.ResponseWriter.Write(p)
-	c.n.Add(int64(n))
-	return n, err
-}
-
-type testLayer struct {
-	mediaType string
-	data      []byte
-}
-
-func digestOf(data []byte) string {
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// publish makes repo:tag (repo is namespace/model) a model of the given
-// layers and a config blob, and returns its manifest as served.
-func (r *testRegistry) publish(repo, tag string, layers ...testLayer) []byte {
-	r.t.Helper()
-	data, blobs := buildManifest(r.t, layers...)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.manifests[repo+":"+tag] = data
-	for d, b := range blobs {
-		r.blobs[d] = b
-	}
-	return data
-}
-
-// buildManifest is a manifest of layers plus a config blob, and every
-// blob it names by digest.
-func buildManifest(t *testing.T, layers ...testLayer) ([]byte, map[string][]byte) {
-	t.Helper()
-	blobs := map[string][]byte{}
-	config := []byte(`{"model_format":"gguf","model_family":"llama","model_type":"tiny"}`)
-	m := Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest,
-		Config: Layer{MediaType: MediaTypeConfig, Digest: digestOf(config), Size: int64(len(config))}}
-	blobs[m.Config.Digest] = config
-	for _, l := range layers {
-		d := digestOf(l.data)
-		blobs[d] = l.data
-		m.Layers = append(m.Layers, Layer{MediaType: l.mediaType, Digest: d, Size: int64(len(l.data))})
-	}
-	// Indented, as registries serve it: the stored file must be these
-	// bytes, not a re-encoding.
-	data, err := json.MarshalIndent(m, "", "   ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data, blobs
+	return n
 }
 
 // tinyGGUF is a small real GGUF file; seed makes different files.
@@ -198,25 +81,25 @@ var (
 	testUsePol  = []byte("Acceptable use policy\n")
 )
 
-func tinyModel(t *testing.T, seed byte) []testLayer {
-	return []testLayer{
-		{MediaTypeModel, tinyGGUF(t, seed)},
-		{MediaTypeTemplate, testTemplate},
-		{MediaTypeSystem, []byte("You are a tiny test model.")},
-		{MediaTypeParams, testParams},
-		{MediaTypeLicense, testLicense},
-		{MediaTypeLicense, testUsePol},
+func tinyModel(t *testing.T, seed byte) []pulltest.Layer {
+	return []pulltest.Layer{
+		layer(MediaTypeModel, tinyGGUF(t, seed)),
+		layer(MediaTypeTemplate, testTemplate),
+		layer(MediaTypeSystem, []byte("You are a tiny test model.")),
+		layer(MediaTypeParams, testParams),
+		layer(MediaTypeLicense, testLicense),
+		layer(MediaTypeLicense, testUsePol),
 	}
 }
 
 func TestPull(t *testing.T) {
-	reg := newTestRegistry(t)
+	reg := pulltest.NewRegistry(t)
 	layers := tinyModel(t, 1)
-	served := reg.publish("library/tiny", "latest", layers...)
+	served := reg.Push("library/tiny", "latest", layers...)
 	store := t.TempDir()
 
 	var events []pull.Event
-	o := Options{Store: store, Registry: reg.srv.URL, Progress: func(e pull.Event) { events = append(events, e) }}
+	o := Options{Store: store, Registry: reg.URL(), Progress: func(e pull.Event) { events = append(events, e) }}
 	m, err := Pull(context.Background(), "tiny", o)
 	if err != nil {
 		t.Fatal(err)
@@ -251,9 +134,7 @@ func TestPull(t *testing.T) {
 		t.Fatalf("stored manifest %q (%v), want the served bytes", stored, err)
 	}
 	var total int64
-	var blobs map[string][]byte
-	var accept []string
-	reg.locked(func() { blobs, accept = maps.Clone(reg.blobs), slices.Clone(reg.accept) })
+	_, blobs := pulltest.Manifest(layers...)
 	for d, data := range blobs {
 		got, err := os.ReadFile(filepath.Join(store, "blobs", "sha256-"+strings.TrimPrefix(d, "sha256:")))
 		if err != nil || !bytes.Equal(got, data) {
@@ -261,13 +142,13 @@ func TestPull(t *testing.T) {
 		}
 		total += int64(len(data))
 	}
-	if got := reg.blobBytes.Load(); got != total {
+	if got := reg.CDN.Served(); got != total {
 		t.Errorf("the CDN sent %d blob bytes, want %d", got, total)
 	}
-	if got := reg.blobGets.Load(); got != int64(len(blobs)) {
+	if got := blobGets(reg); got != len(blobs) {
 		t.Errorf("%d redirected blob GETs, want %d", got, len(blobs))
 	}
-	if len(accept) != 1 || accept[0] != MediaTypeManifest {
+	if accept := manifestAccepts(reg); len(accept) != 1 || accept[0] != MediaTypeManifest {
 		t.Errorf("manifest GETs sent Accept %q", accept)
 	}
 	checkNoLeftovers(t, store)
@@ -285,17 +166,16 @@ func TestPull(t *testing.T) {
 	}
 
 	// A second pull asks for the manifest again and transfers no blob.
-	reg.blobBytes.Store(0)
+	before := reg.CDN.Served()
 	events = nil
 	m2, err := Pull(context.Background(), "library/tiny:latest", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := reg.blobBytes.Load(); n != 0 {
+	if n := reg.CDN.Served() - before; n != 0 {
 		t.Errorf("second pull transferred %d blob bytes", n)
 	}
-	reg.locked(func() { accept = slices.Clone(reg.accept) })
-	if len(accept) != 2 || m2.Digest != m.Digest {
+	if accept := manifestAccepts(reg); len(accept) != 2 || m2.Digest != m.Digest {
 		t.Errorf("second pull: %d manifest GETs, digest %s", len(accept), m2.Digest)
 	}
 	for _, e := range events {
@@ -318,23 +198,23 @@ func checkNoLeftovers(t *testing.T, store string) {
 
 // A blob file of the wrong size is not the blob: it is fetched again.
 func TestPullReplacesWrongSizeBlob(t *testing.T) {
-	reg := newTestRegistry(t)
+	reg := pulltest.NewRegistry(t)
 	layers := tinyModel(t, 2)
-	reg.publish("library/tiny", "latest", layers...)
+	reg.Push("library/tiny", "latest", layers...)
 	store := t.TempDir()
-	bad := filepath.Join(store, "blobs", "sha256-"+strings.TrimPrefix(digestOf(layers[0].data), "sha256:"))
+	bad := filepath.Join(store, "blobs", "sha256-"+strings.TrimPrefix(digestOf(layers[0].Data), "sha256:"))
 	if err := os.MkdirAll(filepath.Dir(bad), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bad, []byte("GGUF but cut short"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Pull(context.Background(), "tiny", Options{Store: store, Registry: reg.srv.URL})
+	m, err := Pull(context.Background(), "tiny", Options{Store: store, Registry: reg.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(m.GGUFPath)
-	if err != nil || !bytes.Equal(got, layers[0].data) {
+	if err != nil || !bytes.Equal(got, layers[0].Data) {
 		t.Errorf("the short blob was kept (%d bytes, %v)", len(got), err)
 	}
 }
@@ -342,15 +222,13 @@ func TestPullReplacesWrongSizeBlob(t *testing.T) {
 // A blob whose bytes do not match its digest fails the pull, and no
 // manifest names the model afterwards.
 func TestPullCorruptBlob(t *testing.T) {
-	reg := newTestRegistry(t)
+	reg := pulltest.NewRegistry(t)
 	layers := tinyModel(t, 3)
-	reg.publish("library/tiny", "latest", layers...)
-	d := digestOf(layers[0].data)
-	corrupt := bytes.Clone(layers[0].data)
-	corrupt[len(corrupt)-1] ^= 0xff
-	reg.locked(func() { reg.blobs[d] = corrupt })
+	reg.Push("library/tiny", "latest", layers...)
+	d := digestOf(layers[0].Data)
+	reg.CDN.Corrupt(pulltest.BlobPath(d), int64(len(layers[0].Data)-1))
 	store := t.TempDir()
-	_, err := Pull(context.Background(), "tiny", Options{Store: store, Registry: reg.srv.URL})
+	_, err := Pull(context.Background(), "tiny", Options{Store: store, Registry: reg.URL()})
 	if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "registry.ollama.ai/library/tiny:latest") {
 		t.Fatalf("got %v, want a sha256 error naming the model", err)
 	}
@@ -367,9 +245,9 @@ func TestPullCorruptBlob(t *testing.T) {
 }
 
 func TestPullNotFound(t *testing.T) {
-	reg := newTestRegistry(t)
+	reg := pulltest.NewRegistry(t)
 	store := t.TempDir()
-	_, err := Pull(context.Background(), "nosuch:7b", Options{Store: store, Registry: reg.srv.URL})
+	_, err := Pull(context.Background(), "nosuch:7b", Options{Store: store, Registry: reg.URL()})
 	if !errors.Is(err, pull.ErrNotFound) {
 		t.Fatalf("got %v, want pull.ErrNotFound", err)
 	}
@@ -386,12 +264,9 @@ func TestPullNotFound(t *testing.T) {
 
 func TestPullUnauthorized(t *testing.T) {
 	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
-		reg := newTestRegistry(t)
-		reg.locked(func() {
-			reg.status = status
-			reg.errBody = `{"errors":[{"code":"UNAUTHORIZED","message":"authentication\nrequired"}]}`
-		})
-		_, err := Pull(context.Background(), "someone/private", Options{Store: t.TempDir(), Registry: reg.srv.URL})
+		reg := pulltest.NewRegistry(t)
+		reg.Fail(status, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication\nrequired"}]}`)
+		_, err := Pull(context.Background(), "someone/private", Options{Store: t.TempDir(), Registry: reg.URL()})
 		if !errors.Is(err, ErrUnauthorized) {
 			t.Fatalf("%d: got %v, want ErrUnauthorized", status, err)
 		}
@@ -405,12 +280,9 @@ func TestPullUnauthorized(t *testing.T) {
 }
 
 func TestPullServerError(t *testing.T) {
-	reg := newTestRegistry(t)
-	reg.locked(func() {
-		reg.status = http.StatusBadGateway
-		reg.errBody = "<html>\n<h1>502</h1>\n</html>"
-	})
-	_, err := Pull(context.Background(), "tiny", Options{Store: t.TempDir(), Registry: reg.srv.URL})
+	reg := pulltest.NewRegistry(t)
+	reg.Fail(http.StatusBadGateway, "<html>\n<h1>502</h1>\n</html>")
+	_, err := Pull(context.Background(), "tiny", Options{Store: t.TempDir(), Registry: reg.URL()})
 	if err == nil || !strings.Contains(err.Error(), "502 Bad Gateway") {
 		t.Fatalf("got %v", err)
 	}
@@ -419,7 +291,7 @@ func TestPullServerError(t *testing.T) {
 
 func TestPullBadManifest(t *testing.T) {
 	gg := tinyGGUF(t, 4)
-	noModel, _ := buildManifest(t, testLayer{MediaTypeTemplate, testTemplate})
+	noModel, _ := pulltest.Manifest(layer(MediaTypeTemplate, testTemplate))
 	for _, c := range []struct{ name, manifest, want string }{
 		{"malformed JSON", `{"schemaVersion":2,"layers":[`, "not a JSON manifest"},
 		{"no model layer", string(noModel), "no application/vnd.ollama.image.model layer"},
@@ -427,13 +299,10 @@ func TestPullBadManifest(t *testing.T) {
 		{"bad digest", manifestJSON(MediaTypeModel, "md5:abc", "5"), "is not sha256"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			reg := newTestRegistry(t)
-			reg.locked(func() {
-				reg.manifests["library/bad:latest"] = []byte(c.manifest)
-				reg.blobs[digestOf(gg)] = gg
-			})
+			reg := pulltest.NewRegistry(t)
+			reg.PushManifest("library/bad", "latest", []byte(c.manifest), map[string][]byte{digestOf(gg): gg})
 			store := t.TempDir()
-			_, err := Pull(context.Background(), "bad", Options{Store: store, Registry: reg.srv.URL})
+			_, err := Pull(context.Background(), "bad", Options{Store: store, Registry: reg.URL()})
 			if !errors.Is(err, ErrBadManifest) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "library/bad:latest") {
 				t.Fatalf("got %v, want ErrBadManifest naming the model and %q", err, c.want)
 			}
@@ -457,9 +326,9 @@ func TestPullNoNetwork(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	reg := newTestRegistry(t)
-	reg.publish("library/tiny", "latest", tinyModel(t, 5)...)
-	if _, err := Pull(ctx, "tiny", Options{Store: t.TempDir(), Registry: reg.srv.URL}); !errors.Is(err, context.Canceled) {
+	reg := pulltest.NewRegistry(t)
+	reg.Push("library/tiny", "latest", tinyModel(t, 5)...)
+	if _, err := Pull(ctx, "tiny", Options{Store: t.TempDir(), Registry: reg.URL()}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled pull: %v", err)
 	}
 }
@@ -467,9 +336,9 @@ func TestPullNoNetwork(t *testing.T) {
 // A name written with http:// reaches its host over plain HTTP, and only
 // when allowed; the model is stored under that host.
 func TestPullInsecure(t *testing.T) {
-	reg := newTestRegistry(t)
-	reg.publish("team/tiny", "v1", tinyModel(t, 6)...)
-	host := strings.TrimPrefix(reg.srv.URL, "http://")
+	reg := pulltest.NewRegistry(t)
+	reg.Push("team/tiny", "v1", tinyModel(t, 6)...)
+	host := strings.TrimPrefix(reg.URL(), "http://")
 	name := "http://" + host + "/team/tiny:v1"
 	store := t.TempDir()
 	_, err := Pull(context.Background(), name, Options{Store: store})
@@ -502,17 +371,17 @@ func TestPullInsecure(t *testing.T) {
 // Re-pulling a tag that moved replaces its manifest and removes the
 // blobs only the old version used.
 func TestPullUpdatedTag(t *testing.T) {
-	reg := newTestRegistry(t)
+	reg := pulltest.NewRegistry(t)
 	v1 := tinyModel(t, 7)
-	reg.publish("library/tiny", "latest", v1...)
+	reg.Push("library/tiny", "latest", v1...)
 	store := t.TempDir()
-	o := Options{Store: store, Registry: reg.srv.URL}
+	o := Options{Store: store, Registry: reg.URL()}
 	old, err := Pull(context.Background(), "tiny", o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v2 := tinyModel(t, 8) // a new GGUF, the same template, params and licenses
-	reg.publish("library/tiny", "latest", v2...)
+	reg.Push("library/tiny", "latest", v2...)
 	m, err := Pull(context.Background(), "tiny", o)
 	if err != nil {
 		t.Fatal(err)

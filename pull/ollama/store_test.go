@@ -15,17 +15,18 @@ import (
 	"time"
 
 	"ringlm/pull"
+	"ringlm/pull/pulltest"
 )
 
 // writeModel puts a model into store by hand, as an Ollama installation
 // would have left it, and returns its manifest file.
-func writeModel(t *testing.T, store, name string, layers ...testLayer) string {
+func writeModel(t *testing.T, store, name string, layers ...pulltest.Layer) string {
 	t.Helper()
 	n, err := ParseName(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, blobs := buildManifest(t, layers...)
+	data, blobs := pulltest.Manifest(layers...)
 	for d, b := range blobs {
 		writeFile(t, blobFile(store, d), b)
 	}
@@ -113,13 +114,13 @@ func TestReadOnlyOllamaStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	qwen := writeModel(t, store, "qwen2.5:0.5b",
-		testLayer{MediaTypeModel, tinyGGUF(t, 10)},
-		testLayer{MediaTypeTemplate, qwenTemplate},
-		testLayer{MediaTypeSystem, []byte(qwenSystem)},
-		testLayer{MediaTypeParams, []byte(`{"stop":["<|im_end|>"],"temperature":0.7,"top_p":0.8,"top_k":20,"repeat_penalty":1.05}`)},
-		testLayer{MediaTypeLicense, testLicense})
+		layer(MediaTypeModel, tinyGGUF(t, 10)),
+		layer(MediaTypeTemplate, qwenTemplate),
+		layer(MediaTypeSystem, []byte(qwenSystem)),
+		layer(MediaTypeParams, []byte(`{"stop":["<|im_end|>"],"temperature":0.7,"top_p":0.8,"top_k":20,"repeat_penalty":1.05}`)),
+		layer(MediaTypeLicense, testLicense))
 	llama := writeModel(t, store, "llama3.2", tinyModel(t, 11)...)
-	hf := writeModel(t, store, "hf.co/bartowski/Tiny-GGUF:Q8_0", testLayer{MediaTypeModel, tinyGGUF(t, 12)})
+	hf := writeModel(t, store, "hf.co/bartowski/Tiny-GGUF:Q8_0", layer(MediaTypeModel, tinyGGUF(t, 12)))
 	// What else an Ollama store may hold: a stray file where a model
 	// directory would be, a manifest that does not decode, Ollama's own
 	// partial downloads.
@@ -205,12 +206,12 @@ func TestListEmptyStore(t *testing.T) {
 }
 
 func TestRemoveKeepsSharedBlobs(t *testing.T) {
-	reg := newTestRegistry(t)
+	reg := pulltest.NewRegistry(t)
 	a, b := tinyModel(t, 20), tinyModel(t, 21) // different GGUFs, the rest shared
-	reg.publish("library/a", "latest", a...)
-	reg.publish("team/b", "v1", b...)
+	reg.Push("library/a", "latest", a...)
+	reg.Push("team/b", "v1", b...)
 	store := t.TempDir()
-	o := Options{Store: store, Registry: reg.srv.URL}
+	o := Options{Store: store, Registry: reg.URL()}
 	ma, err := Pull(context.Background(), "a", o)
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +268,7 @@ func TestRemoveWithUnreadableManifest(t *testing.T) {
 	if err := Remove(store, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(blobFile(store, digestOf(layers[0].data))); err != nil {
+	if _, err := os.Stat(blobFile(store, digestOf(layers[0].Data))); err != nil {
 		t.Errorf("a blob went although a manifest could not be read: %v", err)
 	}
 	// The broken manifest itself can be removed.
@@ -283,22 +284,22 @@ func TestOpenErrors(t *testing.T) {
 	gg := tinyGGUF(t, 40)
 	for _, c := range []struct {
 		name   string
-		layers []testLayer
-		breakf func(store string, layers []testLayer)
+		layers []pulltest.Layer
+		breakf func(store string, layers []pulltest.Layer)
 		want   string
 	}{
-		{"missing GGUF", []testLayer{{MediaTypeModel, gg}}, func(store string, ls []testLayer) {
-			os.Remove(blobFile(store, digestOf(ls[0].data)))
+		{"missing GGUF", []pulltest.Layer{layer(MediaTypeModel, gg)}, func(store string, ls []pulltest.Layer) {
+			os.Remove(blobFile(store, digestOf(ls[0].Data)))
 		}, "application/vnd.ollama.image.model blob sha256:"},
-		{"short GGUF", []testLayer{{MediaTypeModel, gg}}, func(store string, ls []testLayer) {
-			os.Truncate(blobFile(store, digestOf(ls[0].data)), 10)
+		{"short GGUF", []pulltest.Layer{layer(MediaTypeModel, gg)}, func(store string, ls []pulltest.Layer) {
+			os.Truncate(blobFile(store, digestOf(ls[0].Data)), 10)
 		}, "has 10 bytes, the manifest says"},
-		{"altered template", []testLayer{{MediaTypeModel, gg}, {MediaTypeTemplate, []byte("{{ .Prompt }}")}}, func(store string, ls []testLayer) {
-			os.WriteFile(blobFile(store, digestOf(ls[1].data)), []byte("{{ .Evil   }}"), 0o644)
+		{"altered template", []pulltest.Layer{layer(MediaTypeModel, gg), layer(MediaTypeTemplate, []byte("{{ .Prompt }}"))}, func(store string, ls []pulltest.Layer) {
+			os.WriteFile(blobFile(store, digestOf(ls[1].Data)), []byte("{{ .Evil   }}"), 0o644)
 		}, "holds data of digest"},
-		{"params not an object", []testLayer{{MediaTypeModel, gg}, {MediaTypeParams, []byte(`["temperature", 1]`)}}, nil,
+		{"params not an object", []pulltest.Layer{layer(MediaTypeModel, gg), layer(MediaTypeParams, []byte(`["temperature", 1]`))}, nil,
 			"params layer"},
-		{"huge text layer", []testLayer{{MediaTypeModel, gg}, {MediaTypeLicense, make([]byte, MaxTextLayer+1)}}, nil,
+		{"huge text layer", []pulltest.Layer{layer(MediaTypeModel, gg), layer(MediaTypeLicense, make([]byte, MaxTextLayer+1))}, nil,
 			"the limit is"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,11 +2,14 @@ package ollama
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"ringlm/chat"
 )
 
 // weatherTool is written in the key order Ollama's structs marshal in, so
@@ -50,18 +53,24 @@ var renderCases = []struct {
 	{"funcs", "clock", "", []Message{{"user", "Hi"}}, nil},
 }
 
+// caseFiles are a render case's template source and expected rendering.
+func caseFiles(t *testing.T, template, name string) (src, want []byte) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("testdata", "templates", template+".gotmpl"))
+	if err == nil {
+		want, err = os.ReadFile(filepath.Join("testdata", "templates", template+"."+name+".txt"))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, want
+}
+
 func TestRender(t *testing.T) {
 	clock := func() time.Time { return time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC) }
 	for _, c := range renderCases {
 		t.Run(c.template+"/"+c.name, func(t *testing.T) {
-			src, err := os.ReadFile(filepath.Join("testdata", "templates", c.template+".gotmpl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := os.ReadFile(filepath.Join("testdata", "templates", c.template+"."+c.name+".txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			src, want := caseFiles(t, c.template, c.name)
 			tmpl, err := ParseTemplate(string(src))
 			if err != nil {
 				t.Fatal(err)
@@ -181,4 +190,50 @@ func TestTemplateErrors(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	checkOneLine(t, err)
+}
+
+// A model's ChatTemplate renders what Render renders, with the model's
+// system prompt and the tools as the HTTP API passes them (JSON).
+func TestModelChatTemplate(t *testing.T) {
+	for _, c := range renderCases {
+		if c.name == "clock" {
+			continue // the clock is Template.Now's, which a model's template leaves to time.Now
+		}
+		t.Run(c.template+"/"+c.name, func(t *testing.T) {
+			src, want := caseFiles(t, c.template, c.name)
+			m := &Model{Template: string(src), System: c.system}
+			ct, err := m.ChatTemplate()
+			if err != nil || ct == nil || ct.Format != ChatFormat {
+				t.Fatalf("ChatTemplate: %v %v", ct, err)
+			}
+			r := chat.Request{}
+			for _, msg := range c.msgs {
+				r.Messages = append(r.Messages, chat.Message{Role: msg.Role, Content: msg.Content})
+			}
+			if len(c.tools) > 0 {
+				if r.Tools, err = json.Marshal(c.tools); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.msgs[len(c.msgs)-1].Role == "assistant" {
+				r.ContinueFinal = true
+			} else {
+				r.AddGenerationPrompt = true
+			}
+			got, err := ct.Apply(r)
+			if err != nil || got != string(want) {
+				t.Errorf("got %q (%v)\nwant %q", got, err, want)
+			}
+		})
+	}
+	if ct, err := (&Model{}).ChatTemplate(); ct != nil || err != nil {
+		t.Errorf("a model without a template layer: %v %v", ct, err)
+	}
+	if _, err := (&Model{Template: "{{ .Prompt "}).ChatTemplate(); err == nil {
+		t.Error("a template that does not parse was taken")
+	}
+	ct, _ := (&Model{Template: "{{ .Prompt }}"}).ChatTemplate()
+	if _, err := ct.Apply(chat.Request{Messages: []chat.Message{{Role: "user", Content: "x"}}}); !errors.Is(err, chat.ErrTemplate) || !strings.Contains(err.Error(), "add_generation_prompt") {
+		t.Errorf("add_generation_prompt false: %v", err)
+	}
 }

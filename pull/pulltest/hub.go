@@ -117,7 +117,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status := h.serve(w, r)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.log = append(h.log, Request{r.Method, r.URL.Path, r.Header.Get("Range"), r.Header.Get("Authorization"), status})
+	h.log = append(h.log, logged(r, status))
 }
 
 // segments splits the escaped path, unescaping each part: a revision

@@ -2,8 +2,10 @@
 // of the registry clients built on it: Server, a blob server whose
 // misbehaviours a test switches on (redirects, Range ignored, dropped and
 // stalled connections, slow parts, corrupted bytes, error statuses) and
-// which counts the bytes it serves, and Hub, a fake Hugging Face Hub
-// (the api/models and resolve endpoints) whose downloads a Server serves.
+// which counts the bytes it serves; Hub, a fake Hugging Face Hub (the
+// api/models and resolve endpoints); and Registry, a fake Ollama registry
+// (manifests and blobs). The Hub's and the Registry's downloads come from
+// a Server of their own, their CDN.
 // Nothing here reaches beyond the loopback interface.
 package pulltest
 
@@ -28,7 +30,14 @@ type Request struct {
 	Path          string
 	Range         string // the Range header, "" when none
 	Authorization string // the Authorization header, "" when none
+	Accept        string // the Accept header, "" when none
 	Status        int    // the status answered
+}
+
+// logged is r as a Request answered with status.
+func logged(r *http.Request, status int) Request {
+	return Request{Method: r.Method, Path: r.URL.Path, Range: r.Header.Get("Range"), Authorization: r.Header.Get("Authorization"),
+		Accept: r.Header.Get("Accept"), Status: status}
 }
 
 // Fault is a misbehaviour of a Server, for the requests Match selects.
@@ -179,7 +188,7 @@ func (s *Server) record(r *http.Request, status int) {
 }
 
 func (s *Server) logLocked(r *http.Request, status int) {
-	s.log = append(s.log, Request{r.Method, r.URL.Path, r.Header.Get("Range"), r.Header.Get("Authorization"), status})
+	s.log = append(s.log, logged(r, status))
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
