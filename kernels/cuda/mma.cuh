@@ -17,7 +17,7 @@
 //    BF16, F16, Q8_0, F32); the input rows are the B operand, staged
 //    once in shared memory as BF16 (RMSNorm applied on the way: the CPU's
 //    float operations, then one rounding), for the whole phase when they
-//    fit, else per pass and per 256 columns;
+//    fit, else per pass and per kSG × 32 columns;
 //  - inside a 32-column group, the columns are fed to the two k16 steps in
 //    a fixed permuted order (a lane loads 8 consecutive values of a row,
 //    16 bytes, for both steps); weights and inputs use the same order;
@@ -25,8 +25,8 @@
 //    steps in increasing order; a matrix of several chunks writes the
 //    chunks' partial sums to global memory, and they are added in chunk
 //    order, from zero, before the epilogue (by the last block to finish a
-//    tile, found with an atomic counter per tile and pass, for a few rows;
-//    by the whole grid after a barrier for many).
+//    tile, found with an atomic counter per tile and pass, for one row;
+//    by the whole grid after a barrier for more, mma.cuh kSpreadM).
 //
 // So an output element is the same sequence of operations whatever M is,
 // wherever its row sits in the step and whichever block computes it: the
@@ -41,13 +41,16 @@ namespace {
 
 constexpr int kGemmRows = 16 * kWarps;  // weight rows of a unit: an m16 tile per warp
 #ifndef RLM_KSG
-#define RLM_KSG 8
+#define RLM_KSG 16
 #endif
 constexpr int kSG = RLM_KSG;  // 32-column groups staged at a time when the inputs do not fit whole
 // Above kSpreadM rows a product's chunks are summed by the whole grid after
-// a barrier; up to it by the last block of each tile (the same sums).
+// a barrier; up to it by the last block of each tile (the same sums). The
+// last block's chain (counter, fences, reads) costs one row less than a
+// barrier; from two rows on, the barrier costs less (batch 16: 4,202 tok/s
+// against 4,896, bench/logs/issue15-round15.log).
 #ifndef RLM_SPREAD_M
-#define RLM_SPREAD_M 16
+#define RLM_SPREAD_M 1
 #endif
 constexpr int kSpreadM = RLM_SPREAD_M;
 // Two shapes of the same product (the same operations for every output
@@ -296,10 +299,10 @@ template <int TY> struct WStream {
 // gemm_t runs Y = in · Wᵀ over M input rows with the whole grid and hands
 // every output to epi(t, n, y[t][n], y[t][n + 8]) for the rows n of the
 // lower halves of the m16 tiles (n % 16 < 8); n and n + 8 may be past
-// W.rows. xs is the block's shared memory (cap bytes). A matrix of several
-// chunks is summed, chunk by chunk in order, by the last block to finish a
-// tile when M ≤ kSmallM; above, by every block after a grid barrier (the
-// same sums; spread over the grid, since they grow with M). Not inlined:
+// W.rows. xs is the block's shared memory (cap bytes; its last kRingBytes
+// are the warps' weight rings). A matrix of several chunks is summed, chunk
+// by chunk in order, by the last block to finish a tile when M ≤ kSpreadM;
+// above, by every block after a grid barrier (the same sums). Not inlined:
 // the product gets its registers whatever the phase around it keeps live.
 //
 // W, in and epi come by value: copies the compiler knows no store touches,
