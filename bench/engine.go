@@ -292,13 +292,37 @@ func (c *engClock) idle() {
 
 // engBench runs the rows on one loaded engine.
 type engBench struct {
-	o      EngineOptions
+	warm   int // full-batch decode steps before a decode window
 	e      *engine.Engine
 	clock  *engClock
 	vocab  int
 	free   int // free KV blocks when idle
 	rng    *rand.Rand
 	budget int
+}
+
+// engStart starts w's engine for a bench (ro's sizes set by the caller),
+// with the step clock on its hook, and runs one short request untimed:
+// the first steps fault in scratch memory. A non-nil Runner owns w and
+// must be closed, even with an error; a nil one leaves w the caller's.
+func engStart(w *runner.Weights, ro runner.Options, warm, budget int) (*runner.Runner, *engBench, error) {
+	clock := &engClock{}
+	ro.StepHook = clock.hook
+	lm, err := runner.Start(w, ro)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &engBench{warm: warm, e: lm.Engine, clock: clock, vocab: w.Model.Config.Vocab, free: lm.Engine.FreeBlocks(),
+		rng: rand.New(rand.NewPCG(1, 2)), budget: budget}
+	s, err := b.submit(b.prompt(8), 4)
+	if err != nil {
+		return lm, nil, err
+	}
+	engEndAll([]*engine.Stream{s})
+	if err := b.waitIdle(); err != nil {
+		return lm, nil, err
+	}
+	return lm, b, nil
 }
 
 // engDecodeTokens is how many tokens a decode row's requests may generate:
@@ -353,10 +377,10 @@ func engEndAll(streams []*engine.Stream) {
 }
 
 // decode measures one decode row: batch requests with prompts of context
-// tokens are prefilled (not timed), then Steps full-batch steps are timed.
-func (b *engBench) decode(batch, ctx int) (row EngineRow, err error) {
+// tokens are prefilled (not timed), then steps full-batch steps are timed.
+func (b *engBench) decode(batch, ctx, steps int) (row EngineRow, err error) {
 	row = EngineRow{Phase: "decode", Batch: batch, Context: ctx}
-	maxTokens := engDecodeTokens(batch, ctx, b.budget, b.o.Warmup, b.o.Steps)
+	maxTokens := engDecodeTokens(batch, ctx, b.budget, b.warm, steps)
 	streams := make([]*engine.Stream, batch)
 	defer func() {
 		engEndAll(streams)
@@ -382,7 +406,7 @@ func (b *engBench) decode(batch, ctx int) (row EngineRow, err error) {
 			return row, fmt.Errorf("a request ended before its first token: %v", ferr)
 		}
 	}
-	window := b.clock.armDecode(batch, b.o.Warmup, b.o.Steps)
+	window := b.clock.armDecode(batch, b.warm, steps)
 	allEnded := make(chan struct{})
 	go func() {
 		for _, s := range streams {
@@ -403,8 +427,8 @@ func (b *engBench) decode(batch, ctx int) (row EngineRow, err error) {
 	if n == 0 {
 		return row, fmt.Errorf("no full-batch step was timed (a step of %d entries of %d came first)", early, batch)
 	}
-	if n < b.o.Steps {
-		row.Note = fmt.Sprintf("only %d of %d steps timed", n, b.o.Steps)
+	if n < steps {
+		row.Note = fmt.Sprintf("only %d of %d steps timed", n, steps)
 	}
 	row.Steps = n
 	row.MSPerStep = ns / 1e6 / float64(n)
@@ -412,14 +436,14 @@ func (b *engBench) decode(batch, ctx int) (row EngineRow, err error) {
 	return row, nil
 }
 
-// prefill measures one prefill row: batch requests of PrefillLen prompt
+// prefill measures one prefill row: batch requests of promptLen prompt
 // tokens and one generated token each, from the first step's start to
 // the last step's end.
-func (b *engBench) prefill(batch int) (row EngineRow, err error) {
-	row = EngineRow{Phase: "prefill", Batch: batch, PromptLen: b.o.PrefillLen}
+func (b *engBench) prefill(batch, promptLen int) (row EngineRow, err error) {
+	row = EngineRow{Phase: "prefill", Batch: batch, PromptLen: promptLen}
 	prompts := make([][]int32, batch)
 	for i := range prompts {
-		prompts[i] = b.prompt(b.o.PrefillLen)
+		prompts[i] = b.prompt(promptLen)
 	}
 	streams := make([]*engine.Stream, batch)
 	defer func() {
@@ -452,7 +476,7 @@ func (b *engBench) prefill(batch int) (row EngineRow, err error) {
 	}
 	row.Steps = steps
 	row.MS = ns / 1e6
-	row.TokPerS = float64(batch*b.o.PrefillLen) / (ns / 1e9)
+	row.TokPerS = float64(batch*promptLen) / (ns / 1e9)
 	return row, nil
 }
 
@@ -557,9 +581,9 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 		cudaBW, cudaErr = cudaCopyBandwidth()
 	}
 
-	clock := &engClock{}
-	ro.Slots, ro.TokenBudget, ro.KVBlocks, ro.MaxQueue, ro.StepHook = maxBatch, budget, blocks, max(4096, 2*maxBatch), clock.hook
-	if lm, err = runner.Start(w, ro); err != nil {
+	ro.Slots, ro.TokenBudget, ro.KVBlocks, ro.MaxQueue = maxBatch, budget, blocks, max(4096, 2*maxBatch)
+	lm, b, err := engStart(w, ro, o.Warmup, budget)
+	if err != nil {
 		return nil, err
 	}
 	rep.Device = lm.Engine.DeviceName()
@@ -592,17 +616,6 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 		rep.Bandwidth = &bw
 	}
 
-	b := &engBench{o: o, e: lm.Engine, clock: clock, vocab: cfg.Vocab, free: lm.Engine.FreeBlocks(),
-		rng: rand.New(rand.NewPCG(1, 2)), budget: budget}
-	// One short request first: the first steps fault in scratch memory.
-	if s, err := b.submit(b.prompt(8), 4); err != nil {
-		return nil, err
-	} else {
-		engEndAll([]*engine.Stream{s})
-	}
-	if err := b.waitIdle(); err != nil {
-		return nil, err
-	}
 	progress := func(r EngineRow) {
 		if o.Progress != nil {
 			if r.Phase == "decode" {
@@ -614,7 +627,7 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	}
 	for _, ctx := range o.Contexts {
 		for _, batch := range o.Batches {
-			row, err := b.decode(batch, ctx)
+			row, err := b.decode(batch, ctx, o.Steps)
 			if err != nil {
 				return nil, fmt.Errorf("decode batch %d context %d: %w", batch, ctx, err)
 			}
@@ -625,7 +638,7 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	}
 	if o.PrefillLen > 0 {
 		for _, batch := range o.Batches {
-			row, err := b.prefill(batch)
+			row, err := b.prefill(batch, o.PrefillLen)
 			if err != nil {
 				return nil, fmt.Errorf("prefill batch %d: %w", batch, err)
 			}
