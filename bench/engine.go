@@ -50,6 +50,7 @@ type EngineOptions struct {
 	// a decode step must hold the whole batch).
 	TokenBudget int
 	CopyMiB     int // CPU copy-bandwidth buffer in MiB (0: 256)
+	Threads     int // GOMAXPROCS during the run (0: as it is)
 	Log         zerolog.Logger
 	Progress    io.Writer // a line per finished row (nil: none)
 }
@@ -506,6 +507,9 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 			return nil, fmt.Errorf("context %d: must be ≥ 1", v)
 		}
 	}
+	if err := checkThreads(o.Threads); err != nil {
+		return nil, err
+	}
 	if o.Steps < 1 || o.Warmup < 0 || o.PrefillLen < 0 {
 		return nil, fmt.Errorf("--steps must be ≥ 1, --warmup and --prefill-len ≥ 0 (got %d, %d, %d)", o.Steps, o.Warmup, o.PrefillLen)
 	}
@@ -581,6 +585,7 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 		cudaBW, cudaErr = cudaCopyBandwidth()
 	}
 
+	defer withThreads(o.Threads)()
 	ro.Slots, ro.TokenBudget, ro.KVBlocks, ro.MaxQueue = maxBatch, budget, blocks, max(4096, 2*maxBatch)
 	lm, b, err := engStart(w, ro, o.Warmup, budget)
 	if err != nil {
@@ -732,17 +737,25 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	batches := fs.String("batch", "1,16,64", "batch sizes, comma-separated")
 	contexts := fs.String("context", "128,1024", "context lengths of the decode rows (every sequence's prompt length), comma-separated; empty: no decode rows")
 	steps := fs.Int("steps", 64, "decode steps timed per row")
-	warmup := fs.Int("warmup", 4, "full-batch decode steps run before the timed ones")
+	warmup := fs.Int("warmup", 4, "full-batch decode steps run before the timed ones (also before a tg test's)")
 	prefillLen := fs.Int("prefill-len", 512, "prompt tokens per request of the prefill rows (0: no prefill rows)")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or f32 (f32 on the cpu device only)")
 	budget := fs.Int("token-budget", 0, "tokens per engine step (0: the device's default, 2048 on cuda and 512 on cpu, or the largest batch if larger)")
 	copyMiB := fs.Int("copy-mib", 256, "cpu device: the copy-bandwidth buffer in MiB")
-	jsonPath := fs.String("json", "", "also write the rows as JSON to this file")
+	threads := fs.Int("t", 0, fmt.Sprintf("threads: GOMAXPROCS during the run, at most the process's at start (0: as it is, %d)", runtime.GOMAXPROCS(0)))
+	llama := fs.Bool("llama-bench", false, "run llama-bench's tests (pp512 and tg128 unless -p, -n or --tests say otherwise) at batch 1 and print its table")
+	pp := fs.String("p", "512", "llama-bench: prompt lengths of the pp tests, comma-separated (implies --llama-bench)")
+	tg := fs.String("n", "128", "llama-bench: generated lengths of the tg tests, comma-separated (implies --llama-bench)")
+	tests := fs.String("tests", "", "llama-bench: the tests by name in order, instead of -p and -n: pp512,tg128 (implies --llama-bench)")
+	reps := fs.Int("r", 5, "llama-bench: repetitions of each test (implies --llama-bench)")
+	format := fs.String("o", "md", "llama-bench: output, md (llama-bench's table with min, median, max) or json (per-repetition samples) (implies --llama-bench)")
+	jsonPath := fs.String("json", "", "also write the rows (llama-bench: the results) as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintln(w, "usage: ringlm bench engine -m MODEL.gguf [--device auto|cpu|cuda] [--batch 1,16,64] [--context 128,1024] [--steps N] [--prefill-len 512] [--json FILE]")
-		fmt.Fprintln(w, "\nDecode and prefill throughput of the engine on a device, timed on the device clock, with a roofline\n(bytes a decode step moves against the copy bandwidth measured in the same run).\n\nflags:")
+		fmt.Fprintln(w, "       ringlm bench engine -m MODEL.gguf --llama-bench [-p 512] [-n 128] [-r 5] [-t N] [-o md|json]")
+		fmt.Fprintln(w, "\nDecode and prefill throughput of the engine on a device, timed on the device clock, with a roofline\n(bytes a decode step moves against the copy bandwidth measured in the same run); or llama-bench's\ntests, pp (a prompt prefilled) and tg (tokens generated) at batch 1, in llama-bench's table.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	usage := func(format string, a ...any) int {
@@ -766,8 +779,85 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	if err := runner.CheckDevice(*device); err != nil {
 		return usage("%v", err)
 	}
+	if err := checkThreads(*threads); err != nil {
+		return usage("%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"p", "n", "tests", "r", "o"} {
+		*llama = *llama || set[name]
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "ringlm bench engine: %s\n", strings.Join(strings.Fields(err.Error()), " "))
+		return 1
+	}
+	if *llama {
+		for _, name := range []string{"batch", "context", "steps", "prefill-len", "copy-mib"} {
+			if set[name] {
+				return usage("--%s is for the decode and prefill rows; llama-bench's tests run one sequence (-p, -n, --tests)", name)
+			}
+		}
+		o := LlamaBenchOptions{Model: *modelPath, Device: *device, KVType: *kvType, TokenBudget: *budget, Reps: *reps,
+			Threads: *threads, Warmup: *warmup, Log: zerolog.Nop()}
+		switch {
+		case set["tests"] && (set["p"] || set["n"]):
+			return usage("--tests names every test: give it or -p and -n, not both")
+		case set["tests"]:
+			if o.Tests, err = parseLlamaTests(*tests); err != nil {
+				return usage("%v", err)
+			}
+		default:
+			pps, err := parseLlamaLengths("p", *pp)
+			if err != nil {
+				return usage("%v", err)
+			}
+			tgs, err := parseLlamaLengths("n", *tg)
+			if err != nil {
+				return usage("%v", err)
+			}
+			for _, v := range pps {
+				o.Tests = append(o.Tests, LlamaTest{Prompt: v})
+			}
+			for _, v := range tgs {
+				o.Tests = append(o.Tests, LlamaTest{Gen: v})
+			}
+		}
+		if *reps < 1 {
+			return usage("-r %d: at least one repetition", *reps)
+		}
+		if *warmup < 0 {
+			return usage("--warmup must be ≥ 0")
+		}
+		if *format != "md" && *format != "json" {
+			return usage("-o %q: md or json", *format)
+		}
+		if !*quiet {
+			o.Progress = stderr
+		}
+		results, err := RunLlamaBench(o)
+		var bad badOption
+		if errors.As(err, &bad) {
+			return usage("%v", bad)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if *format == "json" {
+			err = writeJSON(stdout, results)
+		} else {
+			err = WriteLlamaMarkdown(stdout, results)
+		}
+		if err == nil && *jsonPath != "" {
+			err = writeJSONFile(*jsonPath, results)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return 0
+	}
+
 	o := EngineOptions{Model: *modelPath, Device: *device, Steps: *steps, Warmup: *warmup, PrefillLen: *prefillLen,
-		KVType: *kvType, TokenBudget: *budget, CopyMiB: *copyMiB, Log: zerolog.Nop()}
+		KVType: *kvType, TokenBudget: *budget, CopyMiB: *copyMiB, Threads: *threads, Log: zerolog.Nop()}
 	if o.Batches, err = engParseInts("batch", *batches); err != nil {
 		return usage("%v", err)
 	}
@@ -781,23 +871,31 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 		o.Progress = stderr
 	}
 	rep, err := RunEngineBench(o)
+	if err == nil {
+		err = rep.WriteTable(stdout)
+	}
+	if err == nil && *jsonPath != "" {
+		err = writeJSONFile(*jsonPath, rep)
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "ringlm bench engine: %s\n", strings.Join(strings.Fields(err.Error()), " "))
-		return 1
-	}
-	if err := rep.WriteTable(stdout); err != nil {
-		fmt.Fprintf(stderr, "ringlm bench engine: %v\n", err)
-		return 1
-	}
-	if *jsonPath != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err == nil {
-			err = os.WriteFile(*jsonPath, append(data, '\n'), 0o644)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "ringlm bench engine: %v\n", err)
-			return 1
-		}
+		return fail(err)
 	}
 	return 0
+}
+
+// writeJSON writes v indented, with a final newline.
+func writeJSON(w io.Writer, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		_, err = w.Write(append(data, '\n'))
+	}
+	return err
+}
+
+func writeJSONFile(path string, v any) error {
+	var b bytes.Buffer
+	if err := writeJSON(&b, v); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }
