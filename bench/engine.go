@@ -481,19 +481,27 @@ func (b *engBench) prefill(batch, promptLen int) (row EngineRow, err error) {
 	return row, nil
 }
 
+// engRunnerOptions are the runner options every engine bench starts
+// from, once the model, device and KV type (default f16) are known good.
+func engRunnerOptions(modelPath, device, kvType string, log zerolog.Logger) (runner.Options, error) {
+	if modelPath == "" {
+		return runner.Options{}, errors.New("no model file")
+	}
+	if kvType == "" {
+		kvType = "f16"
+	}
+	ro := runner.Options{Device: device, KVType: kvType, Log: log}
+	return ro, ro.Check()
+}
+
 // RunEngineBench loads the model on the device and measures every decode
 // row (each context × each batch), then every prefill row.
 func RunEngineBench(o EngineOptions) (*EngineReport, error) {
-	if o.Model == "" {
-		return nil, errors.New("no model file")
-	}
-	if o.KVType == "" {
-		o.KVType = "f16"
-	}
-	ro := runner.Options{Device: o.Device, KVType: o.KVType, Log: o.Log}
-	if err := ro.Check(); err != nil {
+	ro, err := engRunnerOptions(o.Model, o.Device, o.KVType, o.Log)
+	if err != nil {
 		return nil, err
 	}
+	o.KVType = ro.KVType
 	if len(o.Batches) == 0 || (len(o.Contexts) == 0 && o.PrefillLen <= 0) {
 		return nil, errors.New("nothing to measure: give batch sizes and context lengths or a prefill length")
 	}

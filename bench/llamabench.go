@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -186,16 +185,11 @@ func llamaTestFits(t LlamaTest, context, budget, warm int) error {
 // step's end; a tg repetition is one request of a one-token prompt whose
 // decode steps are timed, after Warmup of them, for Gen steps.
 func RunLlamaBench(o LlamaBenchOptions) ([]LlamaBenchResult, error) {
-	if o.Model == "" {
-		return nil, errors.New("no model file")
-	}
-	if o.KVType == "" {
-		o.KVType = "f16"
-	}
-	ro := runner.Options{Device: o.Device, KVType: o.KVType, Log: o.Log}
-	if err := ro.Check(); err != nil {
+	ro, err := engRunnerOptions(o.Model, o.Device, o.KVType, o.Log)
+	if err != nil {
 		return nil, err
 	}
+	o.KVType = ro.KVType
 	if len(o.Tests) == 0 {
 		return nil, badOptionf("no test to run")
 	}
