@@ -43,6 +43,18 @@
 // device, since it must run before the persistent kernel starts), with
 // the floor and the distance to it (x-floor).
 //
+// bench engine --llama-bench (llamabench.go) runs llama.cpp's llama-bench
+// tests on the same clock, at batch 1: pp N (one request of N random
+// prompt tokens, timed from its first step's start to its last step's
+// end, after one untimed run) and tg N (N decode steps of a request with
+// a one-token prompt), each -r times, with -t threads (GOMAXPROCS, at
+// most the process's at start, which sized the CPU device's workers).
+// The table has llama-bench's columns and model label (ModelType:
+// architecture, general.size_label or gguf-py's label of the parameter
+// count, llama.cpp's file type name), t/s as mean ± sample standard
+// deviation, then min, median and max; -o json writes llama-bench's JSON
+// fields with the per-repetition samples.
+//
 // bench report (report.go, svg.go) reads `bench serve` and `vllm bench
 // serve` result files and writes one self-contained page (inline CSS and
 // SVG, no script): a summary table, CDFs of TTFT, TPOT, ITL and E2EL per

@@ -50,6 +50,7 @@ type EngineOptions struct {
 	// a decode step must hold the whole batch).
 	TokenBudget int
 	CopyMiB     int // CPU copy-bandwidth buffer in MiB (0: 256)
+	Threads     int // GOMAXPROCS during the run (0: as it is)
 	Log         zerolog.Logger
 	Progress    io.Writer // a line per finished row (nil: none)
 }
@@ -292,13 +293,37 @@ func (c *engClock) idle() {
 
 // engBench runs the rows on one loaded engine.
 type engBench struct {
-	o      EngineOptions
+	warm   int // full-batch decode steps before a decode window
 	e      *engine.Engine
 	clock  *engClock
 	vocab  int
 	free   int // free KV blocks when idle
 	rng    *rand.Rand
 	budget int
+}
+
+// engStart starts w's engine for a bench (ro's sizes set by the caller),
+// with the step clock on its hook, and runs one short request untimed:
+// the first steps fault in scratch memory. A non-nil Runner owns w and
+// must be closed, even with an error; a nil one leaves w the caller's.
+func engStart(w *runner.Weights, ro runner.Options, warm, budget int) (*runner.Runner, *engBench, error) {
+	clock := &engClock{}
+	ro.StepHook = clock.hook
+	lm, err := runner.Start(w, ro)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &engBench{warm: warm, e: lm.Engine, clock: clock, vocab: w.Model.Config.Vocab, free: lm.Engine.FreeBlocks(),
+		rng: rand.New(rand.NewPCG(1, 2)), budget: budget}
+	s, err := b.submit(b.prompt(8), 4)
+	if err != nil {
+		return lm, nil, err
+	}
+	engEndAll([]*engine.Stream{s})
+	if err := b.waitIdle(); err != nil {
+		return lm, nil, err
+	}
+	return lm, b, nil
 }
 
 // engDecodeTokens is how many tokens a decode row's requests may generate:
@@ -353,10 +378,10 @@ func engEndAll(streams []*engine.Stream) {
 }
 
 // decode measures one decode row: batch requests with prompts of context
-// tokens are prefilled (not timed), then Steps full-batch steps are timed.
-func (b *engBench) decode(batch, ctx int) (row EngineRow, err error) {
+// tokens are prefilled (not timed), then steps full-batch steps are timed.
+func (b *engBench) decode(batch, ctx, steps int) (row EngineRow, err error) {
 	row = EngineRow{Phase: "decode", Batch: batch, Context: ctx}
-	maxTokens := engDecodeTokens(batch, ctx, b.budget, b.o.Warmup, b.o.Steps)
+	maxTokens := engDecodeTokens(batch, ctx, b.budget, b.warm, steps)
 	streams := make([]*engine.Stream, batch)
 	defer func() {
 		engEndAll(streams)
@@ -382,7 +407,7 @@ func (b *engBench) decode(batch, ctx int) (row EngineRow, err error) {
 			return row, fmt.Errorf("a request ended before its first token: %v", ferr)
 		}
 	}
-	window := b.clock.armDecode(batch, b.o.Warmup, b.o.Steps)
+	window := b.clock.armDecode(batch, b.warm, steps)
 	allEnded := make(chan struct{})
 	go func() {
 		for _, s := range streams {
@@ -403,8 +428,8 @@ func (b *engBench) decode(batch, ctx int) (row EngineRow, err error) {
 	if n == 0 {
 		return row, fmt.Errorf("no full-batch step was timed (a step of %d entries of %d came first)", early, batch)
 	}
-	if n < b.o.Steps {
-		row.Note = fmt.Sprintf("only %d of %d steps timed", n, b.o.Steps)
+	if n < steps {
+		row.Note = fmt.Sprintf("only %d of %d steps timed", n, steps)
 	}
 	row.Steps = n
 	row.MSPerStep = ns / 1e6 / float64(n)
@@ -412,14 +437,14 @@ func (b *engBench) decode(batch, ctx int) (row EngineRow, err error) {
 	return row, nil
 }
 
-// prefill measures one prefill row: batch requests of PrefillLen prompt
+// prefill measures one prefill row: batch requests of promptLen prompt
 // tokens and one generated token each, from the first step's start to
 // the last step's end.
-func (b *engBench) prefill(batch int) (row EngineRow, err error) {
-	row = EngineRow{Phase: "prefill", Batch: batch, PromptLen: b.o.PrefillLen}
+func (b *engBench) prefill(batch, promptLen int) (row EngineRow, err error) {
+	row = EngineRow{Phase: "prefill", Batch: batch, PromptLen: promptLen}
 	prompts := make([][]int32, batch)
 	for i := range prompts {
-		prompts[i] = b.prompt(b.o.PrefillLen)
+		prompts[i] = b.prompt(promptLen)
 	}
 	streams := make([]*engine.Stream, batch)
 	defer func() {
@@ -452,23 +477,31 @@ func (b *engBench) prefill(batch int) (row EngineRow, err error) {
 	}
 	row.Steps = steps
 	row.MS = ns / 1e6
-	row.TokPerS = float64(batch*b.o.PrefillLen) / (ns / 1e9)
+	row.TokPerS = float64(batch*promptLen) / (ns / 1e9)
 	return row, nil
+}
+
+// engRunnerOptions are the runner options every engine bench starts
+// from, once the model, device and KV type (default f16) are known good.
+func engRunnerOptions(modelPath, device, kvType string, log zerolog.Logger) (runner.Options, error) {
+	if modelPath == "" {
+		return runner.Options{}, errors.New("no model file")
+	}
+	if kvType == "" {
+		kvType = "f16"
+	}
+	ro := runner.Options{Device: device, KVType: kvType, Log: log}
+	return ro, ro.Check()
 }
 
 // RunEngineBench loads the model on the device and measures every decode
 // row (each context × each batch), then every prefill row.
 func RunEngineBench(o EngineOptions) (*EngineReport, error) {
-	if o.Model == "" {
-		return nil, errors.New("no model file")
-	}
-	if o.KVType == "" {
-		o.KVType = "f16"
-	}
-	ro := runner.Options{Device: o.Device, KVType: o.KVType, Log: o.Log}
-	if err := ro.Check(); err != nil {
+	ro, err := engRunnerOptions(o.Model, o.Device, o.KVType, o.Log)
+	if err != nil {
 		return nil, err
 	}
+	o.KVType = ro.KVType
 	if len(o.Batches) == 0 || (len(o.Contexts) == 0 && o.PrefillLen <= 0) {
 		return nil, errors.New("nothing to measure: give batch sizes and context lengths or a prefill length")
 	}
@@ -481,6 +514,9 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 		if v < 1 {
 			return nil, fmt.Errorf("context %d: must be ≥ 1", v)
 		}
+	}
+	if err := checkThreads(o.Threads); err != nil {
+		return nil, err
 	}
 	if o.Steps < 1 || o.Warmup < 0 || o.PrefillLen < 0 {
 		return nil, fmt.Errorf("--steps must be ≥ 1, --warmup and --prefill-len ≥ 0 (got %d, %d, %d)", o.Steps, o.Warmup, o.PrefillLen)
@@ -557,9 +593,10 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 		cudaBW, cudaErr = cudaCopyBandwidth()
 	}
 
-	clock := &engClock{}
-	ro.Slots, ro.TokenBudget, ro.KVBlocks, ro.MaxQueue, ro.StepHook = maxBatch, budget, blocks, max(4096, 2*maxBatch), clock.hook
-	if lm, err = runner.Start(w, ro); err != nil {
+	defer withThreads(o.Threads)()
+	ro.Slots, ro.TokenBudget, ro.KVBlocks, ro.MaxQueue = maxBatch, budget, blocks, max(4096, 2*maxBatch)
+	lm, b, err := engStart(w, ro, o.Warmup, budget)
+	if err != nil {
 		return nil, err
 	}
 	rep.Device = lm.Engine.DeviceName()
@@ -592,17 +629,6 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 		rep.Bandwidth = &bw
 	}
 
-	b := &engBench{o: o, e: lm.Engine, clock: clock, vocab: cfg.Vocab, free: lm.Engine.FreeBlocks(),
-		rng: rand.New(rand.NewPCG(1, 2)), budget: budget}
-	// One short request first: the first steps fault in scratch memory.
-	if s, err := b.submit(b.prompt(8), 4); err != nil {
-		return nil, err
-	} else {
-		engEndAll([]*engine.Stream{s})
-	}
-	if err := b.waitIdle(); err != nil {
-		return nil, err
-	}
 	progress := func(r EngineRow) {
 		if o.Progress != nil {
 			if r.Phase == "decode" {
@@ -614,7 +640,7 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	}
 	for _, ctx := range o.Contexts {
 		for _, batch := range o.Batches {
-			row, err := b.decode(batch, ctx)
+			row, err := b.decode(batch, ctx, o.Steps)
 			if err != nil {
 				return nil, fmt.Errorf("decode batch %d context %d: %w", batch, ctx, err)
 			}
@@ -625,7 +651,7 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	}
 	if o.PrefillLen > 0 {
 		for _, batch := range o.Batches {
-			row, err := b.prefill(batch)
+			row, err := b.prefill(batch, o.PrefillLen)
 			if err != nil {
 				return nil, fmt.Errorf("prefill batch %d: %w", batch, err)
 			}
@@ -719,17 +745,25 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	batches := fs.String("batch", "1,16,64", "batch sizes, comma-separated")
 	contexts := fs.String("context", "128,1024", "context lengths of the decode rows (every sequence's prompt length), comma-separated; empty: no decode rows")
 	steps := fs.Int("steps", 64, "decode steps timed per row")
-	warmup := fs.Int("warmup", 4, "full-batch decode steps run before the timed ones")
+	warmup := fs.Int("warmup", 4, "full-batch decode steps run before the timed ones (also before a tg test's)")
 	prefillLen := fs.Int("prefill-len", 512, "prompt tokens per request of the prefill rows (0: no prefill rows)")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or f32 (f32 on the cpu device only)")
 	budget := fs.Int("token-budget", 0, "tokens per engine step (0: the device's default, 2048 on cuda and 512 on cpu, or the largest batch if larger)")
 	copyMiB := fs.Int("copy-mib", 256, "cpu device: the copy-bandwidth buffer in MiB")
-	jsonPath := fs.String("json", "", "also write the rows as JSON to this file")
+	threads := fs.Int("t", 0, fmt.Sprintf("threads: GOMAXPROCS during the run, at most the process's at start (0: as it is, %d)", runtime.GOMAXPROCS(0)))
+	llama := fs.Bool("llama-bench", false, "run llama-bench's tests (pp512 and tg128 unless -p, -n or --tests say otherwise) at batch 1 and print its table")
+	pp := fs.String("p", "512", "llama-bench: prompt lengths of the pp tests, comma-separated (implies --llama-bench)")
+	tg := fs.String("n", "128", "llama-bench: generated lengths of the tg tests, comma-separated (implies --llama-bench)")
+	tests := fs.String("tests", "", "llama-bench: the tests by name in order, instead of -p and -n: pp512,tg128 (implies --llama-bench)")
+	reps := fs.Int("r", 5, "llama-bench: repetitions of each test (implies --llama-bench)")
+	format := fs.String("o", "md", "llama-bench: output, md (llama-bench's table with min, median, max) or json (per-repetition samples) (implies --llama-bench)")
+	jsonPath := fs.String("json", "", "also write the rows (llama-bench: the results) as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintln(w, "usage: ringlm bench engine -m MODEL.gguf [--device auto|cpu|cuda] [--batch 1,16,64] [--context 128,1024] [--steps N] [--prefill-len 512] [--json FILE]")
-		fmt.Fprintln(w, "\nDecode and prefill throughput of the engine on a device, timed on the device clock, with a roofline\n(bytes a decode step moves against the copy bandwidth measured in the same run).\n\nflags:")
+		fmt.Fprintln(w, "       ringlm bench engine -m MODEL.gguf --llama-bench [-p 512] [-n 128] [-r 5] [-t N] [-o md|json]")
+		fmt.Fprintln(w, "\nDecode and prefill throughput of the engine on a device, timed on the device clock, with a roofline\n(bytes a decode step moves against the copy bandwidth measured in the same run); or llama-bench's\ntests, pp (a prompt prefilled) and tg (tokens generated) at batch 1, in llama-bench's table.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	usage := func(format string, a ...any) int {
@@ -753,8 +787,85 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	if err := runner.CheckDevice(*device); err != nil {
 		return usage("%v", err)
 	}
+	if err := checkThreads(*threads); err != nil {
+		return usage("%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"p", "n", "tests", "r", "o"} {
+		*llama = *llama || set[name]
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "ringlm bench engine: %s\n", strings.Join(strings.Fields(err.Error()), " "))
+		return 1
+	}
+	if *llama {
+		for _, name := range []string{"batch", "context", "steps", "prefill-len", "copy-mib"} {
+			if set[name] {
+				return usage("--%s is for the decode and prefill rows; llama-bench's tests run one sequence (-p, -n, --tests)", name)
+			}
+		}
+		o := LlamaBenchOptions{Model: *modelPath, Device: *device, KVType: *kvType, TokenBudget: *budget, Reps: *reps,
+			Threads: *threads, Warmup: *warmup, Log: zerolog.Nop()}
+		switch {
+		case set["tests"] && (set["p"] || set["n"]):
+			return usage("--tests names every test: give it or -p and -n, not both")
+		case set["tests"]:
+			if o.Tests, err = parseLlamaTests(*tests); err != nil {
+				return usage("%v", err)
+			}
+		default:
+			pps, err := parseLlamaLengths("p", *pp)
+			if err != nil {
+				return usage("%v", err)
+			}
+			tgs, err := parseLlamaLengths("n", *tg)
+			if err != nil {
+				return usage("%v", err)
+			}
+			for _, v := range pps {
+				o.Tests = append(o.Tests, LlamaTest{Prompt: v})
+			}
+			for _, v := range tgs {
+				o.Tests = append(o.Tests, LlamaTest{Gen: v})
+			}
+		}
+		if *reps < 1 {
+			return usage("-r %d: at least one repetition", *reps)
+		}
+		if *warmup < 0 {
+			return usage("--warmup must be ≥ 0")
+		}
+		if *format != "md" && *format != "json" {
+			return usage("-o %q: md or json", *format)
+		}
+		if !*quiet {
+			o.Progress = stderr
+		}
+		results, err := RunLlamaBench(o)
+		var bad badOption
+		if errors.As(err, &bad) {
+			return usage("%v", bad)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if *format == "json" {
+			err = writeJSON(stdout, results)
+		} else {
+			err = WriteLlamaMarkdown(stdout, results)
+		}
+		if err == nil && *jsonPath != "" {
+			err = writeJSONFile(*jsonPath, results)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return 0
+	}
+
 	o := EngineOptions{Model: *modelPath, Device: *device, Steps: *steps, Warmup: *warmup, PrefillLen: *prefillLen,
-		KVType: *kvType, TokenBudget: *budget, CopyMiB: *copyMiB, Log: zerolog.Nop()}
+		KVType: *kvType, TokenBudget: *budget, CopyMiB: *copyMiB, Threads: *threads, Log: zerolog.Nop()}
 	if o.Batches, err = engParseInts("batch", *batches); err != nil {
 		return usage("%v", err)
 	}
@@ -768,23 +879,31 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 		o.Progress = stderr
 	}
 	rep, err := RunEngineBench(o)
+	if err == nil {
+		err = rep.WriteTable(stdout)
+	}
+	if err == nil && *jsonPath != "" {
+		err = writeJSONFile(*jsonPath, rep)
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "ringlm bench engine: %s\n", strings.Join(strings.Fields(err.Error()), " "))
-		return 1
-	}
-	if err := rep.WriteTable(stdout); err != nil {
-		fmt.Fprintf(stderr, "ringlm bench engine: %v\n", err)
-		return 1
-	}
-	if *jsonPath != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err == nil {
-			err = os.WriteFile(*jsonPath, append(data, '\n'), 0o644)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "ringlm bench engine: %v\n", err)
-			return 1
-		}
+		return fail(err)
 	}
 	return 0
+}
+
+// writeJSON writes v indented, with a final newline.
+func writeJSON(w io.Writer, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		_, err = w.Write(append(data, '\n'))
+	}
+	return err
+}
+
+func writeJSONFile(path string, v any) error {
+	var b bytes.Buffer
+	if err := writeJSON(&b, v); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }

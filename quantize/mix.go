@@ -72,6 +72,26 @@ var mixes = []Mix{
 	{Name: "F32", FileType: ftypeF32, Default: gguf.TypeF32},
 }
 
+// ftypeNames are llama.cpp's names of its file types
+// (llama_model_ftype_name), which llama-bench's model column and `ringlm
+// show` print: llama-quantize's name for most, a description for the
+// k-quant mixes ("Q4_K - Medium") and the IQ4 types ("IQ4_NL - 4.5 bpw").
+var ftypeNames = map[uint32]string{
+	ftypeF32: "all F32", ftypeF16: "F16", ftypeBF16: "BF16",
+	ftypeQ4_0: "Q4_0", ftypeQ4_1: "Q4_1", ftypeQ5_0: "Q5_0", ftypeQ5_1: "Q5_1", ftypeQ8_0: "Q8_0",
+	ftypeQ2_K: "Q2_K - Medium", ftypeQ3_K_S: "Q3_K - Small", ftypeQ3_K_M: "Q3_K - Medium", ftypeQ3_K_L: "Q3_K - Large",
+	ftypeQ4_K_S: "Q4_K - Small", ftypeQ4_K_M: "Q4_K - Medium", ftypeQ5_K_S: "Q5_K - Small", ftypeQ5_K_M: "Q5_K - Medium",
+	ftypeQ6_K:   "Q6_K",
+	ftypeIQ4_NL: "IQ4_NL - 4.5 bpw", ftypeIQ4_XS: "IQ4_XS - 4.25 bpw", ftypeMXFP4: "MXFP4 MoE",
+}
+
+// FileTypeName is llama.cpp's name of the llama_ftype value ft, false for
+// a value ringlm does not know.
+func FileTypeName(ft uint32) (string, bool) {
+	n, ok := ftypeNames[ft]
+	return n, ok
+}
+
 // aliases are llama-quantize's short names for the _M mixes.
 var aliases = map[string]string{"Q3_K": "Q3_K_M", "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}
 

@@ -430,3 +430,22 @@ func TestParseMix(t *testing.T) {
 		t.Errorf("PureMix(Q8_K) = %+v: llama.cpp has no file type for it", m)
 	}
 }
+
+// Every file type ringlm writes has llama.cpp's name, as
+// llama_model_ftype_name spells it.
+func TestFileTypeName(t *testing.T) {
+	for ft, want := range map[uint32]string{0: "all F32", 1: "F16", 7: "Q8_0", 10: "Q2_K - Medium", 15: "Q4_K - Medium",
+		14: "Q4_K - Small", 13: "Q3_K - Large", 18: "Q6_K", 25: "IQ4_NL - 4.5 bpw", 30: "IQ4_XS - 4.25 bpw", 32: "BF16", 38: "MXFP4 MoE"} {
+		if got, ok := FileTypeName(ft); !ok || got != want {
+			t.Errorf("FileTypeName(%d) = %q, %v; want %q", ft, got, ok, want)
+		}
+	}
+	for _, m := range mixes {
+		if _, ok := FileTypeName(m.FileType); !ok {
+			t.Errorf("mix %s: file type %d has no name", m.Name, m.FileType)
+		}
+	}
+	if got, ok := FileTypeName(99); ok {
+		t.Errorf("FileTypeName(99) = %q", got)
+	}
+}

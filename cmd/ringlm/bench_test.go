@@ -133,6 +133,12 @@ func TestBenchUsage(t *testing.T) {
 	if code, _, errOut := runCmd(t, "bench", "serve", "-h"); code != 0 || !strings.Contains(errOut, "--url URL") {
 		t.Errorf("-h: %d %q", code, errOut)
 	}
+	// A llama-bench value the engine bench refuses: one line and the
+	// pointer to -h, nothing on stdout.
+	if code, out, errOut := runCmd(t, "bench", "engine", "-m", tinyGGUF(t), "--device", "cpu", "-p", "0"); code != 2 || out != "" ||
+		!strings.HasPrefix(errOut, "ringlm bench engine: -p 0:") || !strings.Contains(errOut, "'ringlm bench engine -h'") || strings.Count(errOut, "\n") != 2 {
+		t.Errorf("-p 0: %d %q %q", code, out, errOut)
+	}
 	if code, out, _ := runCmd(t, "bench", "help"); code != 0 || !strings.Contains(out, "report") {
 		t.Errorf("bench help: %d %q", code, out)
 	}
