@@ -1,10 +1,12 @@
 package model
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -149,6 +151,56 @@ func BenchmarkDecodeFile(b *testing.B) {
 	b.Run(filepath.Base(path), func(b *testing.B) { benchDecode(b, m, 1) })
 }
 
+// BenchmarkPrefillFile: one prompt of RINGLM_BENCH_PROMPT tokens (default
+// 512, at most the model's context) per step, of the GGUF file named by
+// RINGLM_BENCH_GGUF (skipped without it).
+func BenchmarkPrefillFile(b *testing.B) {
+	path := os.Getenv("RINGLM_BENCH_GGUF")
+	if path == "" {
+		b.Skip("RINGLM_BENCH_GGUF names no file")
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	m, err := Load(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 512
+	if s := os.Getenv("RINGLM_BENCH_PROMPT"); s != "" {
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			b.Fatalf("RINGLM_BENCH_PROMPT=%q: not a positive number", s)
+		}
+	}
+	n = min(n, m.Context)
+	b.Run(fmt.Sprintf("%s/%d", filepath.Base(path), n), func(b *testing.B) { benchPrefill(b, m, n) })
+}
+
+// benchPrefill times one prompt of n tokens per step and reports tok/s
+// and the CPU time per token.
+func benchPrefill(b *testing.B, m *Model, n int) {
+	blocks := (n + DefaultBlockSize - 1) / DefaultBlockSize
+	kv, err := NewKVPool(&m.Config, gguf.TypeF16, blocks, DefaultBlockSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := make([]int32, n)
+	for i := range toks {
+		toks[i] = int32(i * 7 % m.Vocab)
+	}
+	logits := make([]float32, m.Vocab)
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if err := m.Forward(kv, []Seq{{Tokens: toks, Blocks: seqBlocks(0, blocks), Logits: logits}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tok/s")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/float64(n*b.N), "cpu-ms/tok")
+}
+
 // qwen05Bench loads a Qwen2.5-0.5B-shaped model (a 1 GB file written once
 // to the temp dir) whose matrices are of type RINGLM_BENCH_TYPE (default
 // q8_0), and runs fn on the integer path (int8) and on the float path
@@ -187,21 +239,5 @@ func BenchmarkDecodeQwen05(b *testing.B) {
 
 // BenchmarkPrefillQwen05: one 128-token prompt per step (qwen05Bench).
 func BenchmarkPrefillQwen05(b *testing.B) {
-	qwen05Bench(b, func(b *testing.B, m *Model) {
-		kv, err := NewKVPool(&m.Config, gguf.TypeF16, 8, DefaultBlockSize)
-		if err != nil {
-			b.Fatal(err)
-		}
-		toks := make([]int32, 128)
-		for i := range toks {
-			toks[i] = int32(i * 7 % m.Vocab)
-		}
-		logits := make([]float32, m.Vocab)
-		for b.Loop() {
-			if err := m.Forward(kv, []Seq{{Tokens: toks, Blocks: seqBlocks(0, 8), Logits: logits}}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(len(toks)*b.N)/b.Elapsed().Seconds(), "tok/s")
-	})
+	qwen05Bench(b, func(b *testing.B, m *Model) { benchPrefill(b, m, 128) })
 }

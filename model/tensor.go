@@ -148,7 +148,8 @@ func (p *pool) parallelRows(rows, costPerRow int, fn func(lo, hi int)) {
 		fn(0, rows)
 		return
 	}
-	chunk := (rows + w - 1) / w
+	// Chunks of whole tiles: a short tile costs what a full one does.
+	chunk := ((rows+w-1)/w + 15) &^ 15
 	var wg sync.WaitGroup
 	for lo := 0; lo < rows; lo += chunk {
 		hi := min(lo+chunk, rows)
@@ -161,31 +162,46 @@ func (p *pool) parallelRows(rows, costPerRow int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
+// run calls fn on up to p.workers goroutines at once (inline when the
+// work, in multiply-adds, is too small to share); fn takes its share of
+// the work itself.
+func (p *pool) run(cost int, fn func()) {
+	w := p.workers
+	if w <= 1 || cost < 1<<18 {
+		fn()
+		return
+	}
+	var wg sync.WaitGroup
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn()
+		}()
+	}
+	wg.Wait()
+}
+
 // matmul computes out[t][r] = W[r] · x[t] for n input vectors x (n×Cols,
-// row-major) into out (n×Rows). Each weight row is dequantized once per
-// call and dotted with every input: weights are read once per step.
+// row-major) into out (n×Rows). Each worker takes a range of rows and
+// runs them in tiles (tiles.go): a tile's weights are read once for many
+// inputs while they are in cache.
 func (p *pool) matmul(out []float32, m *Matrix, x []float32, n int) {
 	if m.kern != nil {
 		p.matmulInt8(out, m, x, n)
 		return
 	}
-	cols, rows := m.Cols, m.Rows
-	p.parallelRows(rows, cols*n, func(lo, hi int) {
-		row := getScratch(cols)
-		if n == 1 { // bitwise equal to the loop below
-			m.dotRows(out[lo:hi], lo, x, row)
-			putScratch(row)
-			return
+	p.parallelRows(m.Rows, m.Cols*n, func(lo, hi int) {
+		s, _ := tileScratchPool.Get().(*tileScratch)
+		if s == nil {
+			s = new(tileScratch)
 		}
-		for r := lo; r < hi; r++ {
-			m.Row(r, row)
-			for t := 0; t < n; t++ {
-				out[t*rows+r] = dot(row, x[t*cols:(t+1)*cols])
-			}
-		}
-		putScratch(row)
+		m.mulFloat(out, m.Rows, x, n, lo, hi, s)
+		tileScratchPool.Put(s)
 	})
 }
+
+var tileScratchPool sync.Pool
 
 // matmulInt8 is matmul on the integer path: each input vector is
 // quantized once to the kernel's activation blocks, then each weight row
@@ -231,14 +247,3 @@ func getActs(n int) *actsBuf {
 	}
 	return ab
 }
-
-var scratchPool sync.Pool
-
-func getScratch(n int) []float32 {
-	if b, ok := scratchPool.Get().(*[]float32); ok && cap(*b) >= n {
-		return (*b)[:n]
-	}
-	return make([]float32, n)
-}
-
-func putScratch(b []float32) { scratchPool.Put(&b) }
