@@ -141,15 +141,15 @@ type pool struct {
 var defaultPool = &pool{workers: runtime.GOMAXPROCS(0)}
 
 // parallelRows calls fn(lo, hi) over [0, rows) in chunks, on up to
-// p.workers goroutines; small products run inline.
-func (p *pool) parallelRows(rows, costPerRow int, fn func(lo, hi int)) {
+// p.workers goroutines; small products run inline. Chunks are whole
+// multiples of align rows (a kernel's tile) but for the last.
+func (p *pool) parallelRows(rows, costPerRow, align int, fn func(lo, hi int)) {
 	w := p.workers
 	if w <= 1 || rows*costPerRow < 1<<18 {
 		fn(0, rows)
 		return
 	}
-	// Chunks of whole tiles: a short tile costs what a full one does.
-	chunk := ((rows+w-1)/w + 15) &^ 15
+	chunk := ((rows+w-1)/w + align - 1) / align * align
 	var wg sync.WaitGroup
 	for lo := 0; lo < rows; lo += chunk {
 		hi := min(lo+chunk, rows)
@@ -191,7 +191,7 @@ func (p *pool) matmul(out []float32, m *Matrix, x []float32, n int) {
 		p.matmulInt8(out, m, x, n)
 		return
 	}
-	p.parallelRows(m.Rows, m.Cols*n, func(lo, hi int) {
+	p.parallelRows(m.Rows, m.Cols*n, 4, func(lo, hi int) {
 		s, _ := tileScratchPool.Get().(*tileScratch)
 		if s == nil {
 			s = new(tileScratch)
@@ -204,36 +204,67 @@ func (p *pool) matmul(out []float32, m *Matrix, x []float32, n int) {
 var tileScratchPool sync.Pool
 
 // matmulInt8 is matmul on the integer path: each input vector is
-// quantized once to the kernel's activation blocks, then each weight row
-// is dotted with every quantized input. An output element depends only on
-// its row and its own input, however many inputs share the call.
+// quantized once to the kernel's activation blocks, then each weight row is
+// dotted with every quantized input, by a kernel that takes a tile of rows
+// against 16 inputs at once where there is one (qdot.Kernel.MulBatch). An
+// output element depends only on its row and its own input, however many
+// inputs share the call.
 func (p *pool) matmulInt8(out []float32, m *Matrix, x []float32, n int) {
-	cols, rows := m.Cols, m.Rows
+	cols, rows, rb := m.Cols, m.Rows, m.rowBytes
 	ab := getActs(n)
 	acts := ab.a[:n]
-	p.parallelRows(n, 8*cols, func(lo, hi int) {
+	p.parallelRows(n, 8*cols, 1, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			acts[t].Quantize(m.kern.Act, x[t*cols:(t+1)*cols])
 		}
 	})
-	p.parallelRows(rows, cols*n, func(lo, hi int) {
-		if n == 1 { // the same bits as the loop below
-			m.kern.DotRows(out[lo:hi], m.Data[lo*m.rowBytes:hi*m.rowBytes], &acts[0])
-			return
+	if m.kern.Batched() && n >= batchMin {
+		const g = qdot.BatchInputs
+		groups := (n + g - 1) / g
+		if len(ab.b) < groups {
+			ab.b = append(ab.b, make([]qdot.Batch, groups-len(ab.b))...)
 		}
-		for r := lo; r < hi; r++ {
-			w := m.Data[r*m.rowBytes : (r+1)*m.rowBytes]
-			for t := range acts {
-				out[t*rows+r] = m.kern.Dot(w, &acts[t])
+		bts := ab.b[:groups]
+		p.parallelRows(groups, g*cols, 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				bts[i].Set(acts[i*g : min(n, (i+1)*g)])
 			}
+		})
+		panel := max(1, tilePanelBytes/(g*cols)) // batches that stay in L2 while the rows pass
+		p.parallelRows(rows, cols*n, 12, func(lo, hi int) {
+			s, _ := batchScratchPool.Get().(*qdot.BatchScratch)
+			if s == nil {
+				s = new(qdot.BatchScratch)
+			}
+			for i := 0; i < groups; i += panel {
+				j := min(groups, i+panel)
+				m.kern.MulBatch(out[i*g*rows+lo:], rows, m.Data[lo*rb:hi*rb], acts[i*g:min(n, j*g)], bts[i:j], s)
+			}
+			batchScratchPool.Put(s)
+		})
+		actsPool.Put(ab)
+		return
+	}
+	p.parallelRows(rows, cols*n, 1, func(lo, hi int) {
+		for t := range acts {
+			m.kern.DotRows(out[t*rows+lo:t*rows+hi], m.Data[lo*rb:hi*rb], &acts[t])
 		}
 	})
 	actsPool.Put(ab)
 }
 
+// batchMin is the fewest inputs a product takes the batch kernel for:
+// below, most of its 16 lanes would idle.
+const batchMin = 3
+
+var batchScratchPool sync.Pool
+
 // actsBuf holds quantized inputs between products (their buffers grow to
 // the largest step and stay).
-type actsBuf struct{ a []qdot.Acts }
+type actsBuf struct {
+	a []qdot.Acts
+	b []qdot.Batch
+}
 
 var actsPool sync.Pool
 
