@@ -83,7 +83,7 @@ func (m *Matrix) mulFloat(out []float32, ldo int, x []float32, n, lo, hi int, s 
 	if len(x) < n*cols || len(out) < (n-1)*ldo+hi || hi > m.Rows || lo < 0 {
 		panic(fmt.Sprintf("model: product of %s rows [%d,%d) with %d inputs: x of %d, out of %d", m.Name, lo, hi, n, len(x), len(out)))
 	}
-	ks, rows, conv := m.tileKernels()
+	ks, rows, conv := m.tileKernels(n)
 	if ks == nil {
 		buf(&s.row, cols)
 		for r := lo; r < hi; r++ {

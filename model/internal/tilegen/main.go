@@ -5,12 +5,13 @@
 //	go run ./internal/tilegen
 //
 // Why a generator: a tile kernel is the same loop for every weight type
-// (F32, F16, BF16), instruction set (AVX2, AVX-512) and tile width (1 to
-// 6 inputs), differing only in how a weight is loaded and which registers
-// hold which pair's accumulators. Written out by hand that is 27 kernels
-// of unrolled code in which a register mix-up would still assemble; here
-// it is one function per instruction set, and TestGenerated keeps the
-// files in step with it.
+// (F32, F16, BF16), instruction set (AVX2, AVX-512), tile height (its
+// rows, or one) and width (1 to 6 inputs), differing only in how a weight
+// is loaded and which registers hold which pair's accumulators. Written
+// out by hand that is 54 kernels of unrolled code (and 24 of attention's
+// weighted sums) in which a register mix-up would still assemble; here it
+// is one function per instruction set and kernel kind, and TestGenerated
+// keeps the files in step with it.
 package main
 
 import (
@@ -51,9 +52,14 @@ type isa struct {
 
 var isas = []isa{{"AVX2", 2, 3}, {"AVX512", 4, 6}}
 
-// kernelName is the name of the kernel for rows×n tiles.
-func kernelName(w weight, s isa, n int) string {
-	return fmt.Sprintf("tile%sx%d%s", w.name, n, s.name)
+// kernelName is the name of the kernel for rows×n tiles: tile for the
+// instruction set's rows, row for one.
+func kernelName(w weight, s isa, rows, n int) string {
+	kind := "tile"
+	if rows == 1 {
+		kind = "row"
+	}
+	return fmt.Sprintf("%s%sx%d%s", kind, w.name, n, s.name)
 }
 
 type gen struct{ b bytes.Buffer }
@@ -130,13 +136,15 @@ func Generate() (asm, decl []byte) {
 	for _, s := range isas {
 		for _, w := range weights {
 			for n := 1; n <= s.maxN; n++ {
-				kernel(&a, &d, kernelName(w, s, n), tileSig, 48, func() {
-					if s.name == "AVX2" {
-						a.avx2(w, s.rows, n)
-					} else {
-						a.avx512(w, s.rows, n)
-					}
-				})
+				for _, rows := range []int{s.rows, 1} {
+					kernel(&a, &d, kernelName(w, s, rows, n), tileSig, 48, func() {
+						if s.name == "AVX2" {
+							a.avx2(w, rows, n)
+						} else {
+							a.avx512(w, rows, n)
+						}
+					})
+				}
 			}
 		}
 		for _, w := range kvWeights {
@@ -145,7 +153,10 @@ func Generate() (asm, decl []byte) {
 			}
 		}
 	}
-	table(&d, "tileKernels[isa][weight][n-1], isa 0 AVX2 and 1 AVX-512, weight F32, F16, BF16.", "tileKernels", "tileKernel", weights, kernelName)
+	table(&d, "tileKernels[isa][weight][n-1], isa 0 AVX2 and 1 AVX-512, weight F32, F16, BF16.", "tileKernels", "tileKernel", weights,
+		func(w weight, s isa, n int) string { return kernelName(w, s, s.rows, n) })
+	table(&d, "rowKernels: tileKernels of one row.", "rowKernels", "tileKernel", weights,
+		func(w weight, s isa, n int) string { return kernelName(w, s, 1, n) })
 	table(&d, "pvKernels[isa][kv type][n-1], kv type F32, F16.", "pvKernels", "pvKernel", kvWeights, pvName)
 	d.f("// tileRows is the rows of a tile per instruction set.")
 	d.f("var tileRows = [2]int{%d, %d}", isas[0].rows, isas[1].rows)
