@@ -43,7 +43,7 @@ func TestAttention(t *testing.T) {
 	for _, hd := range []int{16, 32, 48, 64, 96, 128, 144, 40} {
 		for _, kvType := range []gguf.Type{gguf.TypeF32, gguf.TypeF16} {
 			for _, window := range []int{0, 3, 50} {
-				m := &Model{Config: Config{Heads: 6, KVHeads: 2, HeadDim: hd, SlidingWindow: window, Layers: 1}, pool: &pool{workers: 2}}
+				m := &Model{Config: Config{Heads: 6, KVHeads: 2, HeadDim: hd, SlidingWindow: window, Layers: 1}, pool: newPool(2)}
 				kv, err := NewKVPool(&m.Config, kvType, 40, DefaultBlockSize)
 				if err != nil {
 					t.Fatal(err)

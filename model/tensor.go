@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 
@@ -129,57 +128,6 @@ func vector(f *gguf.File, name string, n int) ([]float32, error) {
 		return nil, fmt.Errorf("model: tensor %q has type %s, want F32, F16 or BF16", name, t.Type)
 	}
 	return out, nil
-}
-
-// pool runs row ranges of a matrix product on every core. Work is split
-// by output rows only, so the arithmetic for each output element is the
-// same whatever the split.
-type pool struct {
-	workers int
-}
-
-var defaultPool = &pool{workers: runtime.GOMAXPROCS(0)}
-
-// parallelRows calls fn(lo, hi) over [0, rows) in chunks, on up to
-// p.workers goroutines; small products run inline. Chunks are whole
-// multiples of align rows (a kernel's tile) but for the last.
-func (p *pool) parallelRows(rows, costPerRow, align int, fn func(lo, hi int)) {
-	w := p.workers
-	if w <= 1 || rows*costPerRow < 1<<18 {
-		fn(0, rows)
-		return
-	}
-	chunk := ((rows+w-1)/w + align - 1) / align * align
-	var wg sync.WaitGroup
-	for lo := 0; lo < rows; lo += chunk {
-		hi := min(lo+chunk, rows)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
-}
-
-// run calls fn on up to p.workers goroutines at once (inline when the
-// work, in multiply-adds, is too small to share); fn takes its share of
-// the work itself.
-func (p *pool) run(cost int, fn func()) {
-	w := p.workers
-	if w <= 1 || cost < 1<<18 {
-		fn()
-		return
-	}
-	var wg sync.WaitGroup
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn()
-		}()
-	}
-	wg.Wait()
 }
 
 // matmul computes out[t][r] = W[r] · x[t] for n input vectors x (n×Cols,
