@@ -49,7 +49,14 @@ type EngineOptions struct {
 	// default, runner.DefaultTokenBudget, or the largest batch if larger:
 	// a decode step must hold the whole batch).
 	TokenBudget int
-	CopyMiB     int // CPU copy-bandwidth buffer in MiB (0: 256)
+	// PrefillChunk is the prompt tokens one request gets in a step (0:
+	// the device's default, runner.DefaultPrefillChunk).
+	PrefillChunk int
+	CopyMiB      int // CPU copy-bandwidth buffer in MiB (0: 256)
+	// Repetitions measures every row this many times (0: once); the
+	// row reports the mean, and the llama-bench table mean ± standard
+	// deviation, as llama-bench's -r does.
+	Repetitions int
 	Log         zerolog.Logger
 	Progress    io.Writer // a line per finished row (nil: none)
 }
@@ -69,6 +76,10 @@ type EngineRow struct {
 	MSPerStep float64 `json:"ms_per_step,omitempty"` // decode
 	MS        float64 `json:"ms,omitempty"`          // prefill: first step's start to last step's end
 	TokPerS   float64 `json:"tok_per_s"`
+	// Samples are the tok/s of each repetition, TokPerSSD their standard
+	// deviation (0 for one).
+	Samples   []float64 `json:"samples,omitempty"`
+	TokPerSSD float64   `json:"tok_per_s_sd,omitempty"`
 	// Decode roofline: bytes a step moves at least (every weight once,
 	// the batch's KV cache once), their rate, and against the bandwidth
 	// measured in the same run the floor (bytes / bandwidth) and the step
@@ -96,6 +107,18 @@ type EngineReport struct {
 	KVElemBytes int    `json:"kv_elem_bytes"`
 	WeightBytes int64  `json:"weight_bytes"`
 	TokenBudget int    `json:"token_budget"`
+	// FileType, Params, Threads label the llama-bench table: the file's
+	// general.file_type as llama.cpp names it, the parameters in the file,
+	// the CPU device's goroutines (GOMAXPROCS; 0 on the GPU).
+	FileType string `json:"file_type"`
+	Params   uint64 `json:"params"`
+	Threads  int    `json:"threads,omitempty"`
+	// Context is the engine's context length, ModelContext the file's:
+	// larger when a row needs it, as llama-bench sizes its context to the
+	// test (pp512 on a model of context 512 needs 513 here: the engine
+	// samples a token after the prompt).
+	Context      int `json:"context"`
+	ModelContext int `json:"model_context"`
 	// Bandwidth is the copy bandwidth in GB/s (bytes read + bytes
 	// written per second), nil when not measured; BandwidthMethod says
 	// how it was measured or why not.
@@ -456,6 +479,50 @@ func (b *engBench) prefill(batch int) (row EngineRow, err error) {
 	return row, nil
 }
 
+// engRepeat measures a row n times: the row of the mean time (ms per
+// step, or ms), the tok/s of each measurement and their standard
+// deviation.
+func engRepeat(n int, measure func() (EngineRow, error)) (EngineRow, error) {
+	var row EngineRow
+	var ms float64
+	for range n {
+		r, err := measure()
+		if err != nil {
+			return r, err
+		}
+		if row.Samples == nil {
+			row = r
+		}
+		row.Samples = append(row.Samples, r.TokPerS)
+		ms += r.MSPerStep + r.MS
+		row.Steps = min(row.Steps, r.Steps)
+		if r.Note != "" {
+			row.Note = r.Note
+		}
+	}
+	ms /= float64(n)
+	if row.Phase == "decode" {
+		row.MSPerStep = ms
+		row.TokPerS = float64(row.Batch) * 1e3 / ms
+	} else {
+		row.MS = ms
+		row.TokPerS = float64(row.Batch*row.PromptLen) / (ms / 1e3)
+	}
+	if n > 1 {
+		var mean, ss float64
+		for _, v := range row.Samples {
+			mean += v / float64(n)
+		}
+		for _, v := range row.Samples {
+			ss += (v - mean) * (v - mean)
+		}
+		row.TokPerSSD = math.Sqrt(ss / float64(n-1))
+	} else {
+		row.Samples = nil
+	}
+	return row, nil
+}
+
 // RunEngineBench loads the model on the device and measures every decode
 // row (each context × each batch), then every prefill row.
 func RunEngineBench(o EngineOptions) (*EngineReport, error) {
@@ -523,32 +590,44 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	cfg, weights := w.Model.Config, w.Model.WeightBytes()
 	name, _ := w.File.String("general.name")
 
-	// Sequence lengths and KV blocks every row needs.
+	// Sequence lengths and KV blocks every row needs; the engine's context
+	// grows to the longest sequence, as llama-bench sizes n_ctx to each
+	// test (RoPE takes any position; the rows measure speed).
 	const bs = model.DefaultBlockSize
-	blocks := 0
+	blocks, longest := 0, 0
 	for _, ctx := range o.Contexts {
 		for _, batch := range o.Batches {
 			n := engDecodeTokens(batch, ctx, budget, o.Warmup, o.Steps)
-			if ctx+n > cfg.Context {
-				return nil, fmt.Errorf("--context %d: with the %d tokens a row of batch %d generates it exceeds the model's context of %d",
-					ctx, n, batch, cfg.Context)
-			}
+			longest = max(longest, ctx+n)
 			blocks = max(blocks, batch*((ctx+n+bs-1)/bs+1))
 		}
 	}
 	if o.PrefillLen > 0 {
-		if o.PrefillLen+1 > cfg.Context {
-			return nil, fmt.Errorf("--prefill-len %d exceeds the model's context of %d", o.PrefillLen, cfg.Context)
-		}
+		longest = max(longest, o.PrefillLen+1)
 		for _, batch := range o.Batches {
 			blocks = max(blocks, batch*((o.PrefillLen+1+bs-1)/bs+1))
 		}
 	}
 	blocks = max(blocks, 16)
+	modelContext := cfg.Context
+	if longest > cfg.Context {
+		w.Model.Context = longest
+		cfg.Context = longest
+	}
+	var params uint64
+	for i := range w.File.Tensors {
+		params += w.File.Tensors[i].Elements()
+	}
+	ftName := "unknown"
+	if h, err := w.File.Hparams(); err == nil {
+		if n, ok := gguf.FileTypeName(h.FileType); ok {
+			ftName = strings.TrimPrefix(n, "mostly ")
+		}
+	}
 
 	rep := &EngineReport{Date: time.Now().Format("20060102-150405"), Model: o.Model, ModelName: name, Arch: cfg.Arch,
 		Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, KVType: strings.ToLower(o.KVType), WeightBytes: weights,
-		TokenBudget: budget}
+		TokenBudget: budget, FileType: ftName, Params: params, Context: cfg.Context, ModelContext: modelContext}
 
 	// The CUDA copy bandwidth must be measured before the engine's
 	// kernel starts.
@@ -559,10 +638,14 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 
 	clock := &engClock{}
 	ro.Slots, ro.TokenBudget, ro.KVBlocks, ro.MaxQueue, ro.StepHook = maxBatch, budget, blocks, max(4096, 2*maxBatch), clock.hook
+	ro.PrefillChunk = min(o.PrefillChunk, budget)
 	if lm, err = runner.Start(w, ro); err != nil {
 		return nil, err
 	}
 	rep.Device = lm.Engine.DeviceName()
+	if lm.Device == "cpu" {
+		rep.Threads = runtime.GOMAXPROCS(0)
+	}
 	rep.KVElemBytes = 2
 	if rep.KVType == "f32" {
 		rep.KVElemBytes = 4
@@ -612,9 +695,10 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 			}
 		}
 	}
+	reps := max(1, o.Repetitions)
 	for _, ctx := range o.Contexts {
 		for _, batch := range o.Batches {
-			row, err := b.decode(batch, ctx)
+			row, err := engRepeat(reps, func() (EngineRow, error) { return b.decode(batch, ctx) })
 			if err != nil {
 				return nil, fmt.Errorf("decode batch %d context %d: %w", batch, ctx, err)
 			}
@@ -625,7 +709,7 @@ func RunEngineBench(o EngineOptions) (*EngineReport, error) {
 	}
 	if o.PrefillLen > 0 {
 		for _, batch := range o.Batches {
-			row, err := b.prefill(batch)
+			row, err := engRepeat(reps, func() (EngineRow, error) { return b.prefill(batch) })
 			if err != nil {
 				return nil, fmt.Errorf("prefill batch %d: %w", batch, err)
 			}
@@ -686,7 +770,57 @@ func (rep *EngineReport) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
+	return rep.writeLlamaBench(w)
+}
+
+// writeLlamaBench writes the batch-1 rows as llama-bench's markdown table
+// reads, so that the two read side by side: pp<n> is one prompt of n
+// tokens, tg<n> n tokens decoded one at a time (tg<n> @ d<c>: after a
+// prompt of c tokens, llama-bench's -d), t/s the mean ± standard
+// deviation of the repetitions (-r).
+func (rep *EngineReport) writeLlamaBench(w io.Writer) error {
+	var rows []EngineRow
+	for _, r := range rep.Rows {
+		if r.Batch == 1 {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	label := fmt.Sprintf("%s %s %s", rep.Arch, engParams(rep.Params), rep.FileType)
+	backend, threads := strings.ToUpper(rep.Device), "-"
+	if rep.Threads > 0 {
+		threads = strconv.Itoa(rep.Threads)
+	}
+	size := fmt.Sprintf("%.2f MiB", float64(rep.WeightBytes)/(1<<20))
+	fmt.Fprintln(w)
+	if rep.Context != rep.ModelContext {
+		fmt.Fprintf(w, "context %d for these rows (the model's is %d), as llama-bench sizes it to the test\n", rep.Context, rep.ModelContext)
+	}
+	fmt.Fprintln(w, "| model | size | params | backend | threads | test | t/s |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | --- | ---: | ---: | ---: |")
+	for _, r := range rows {
+		test := fmt.Sprintf("pp%d", r.PromptLen)
+		if r.Phase == "decode" {
+			test = fmt.Sprintf("tg%d", r.Steps)
+			if r.Context > 1 {
+				test += fmt.Sprintf(" @ d%d", r.Context)
+			}
+		}
+		if _, err := fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.2f ± %.2f |\n", label, size, engParams(rep.Params), backend, threads, test, r.TokPerS, r.TokPerSSD); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// engParams writes a parameter count as llama-bench does (494.03 M).
+func engParams(n uint64) string {
+	if n >= 1e9 {
+		return fmt.Sprintf("%.2f B", float64(n)/1e9)
+	}
+	return fmt.Sprintf("%.2f M", float64(n)/1e6)
 }
 
 // engParseInts reads a comma-separated list of positive integers.
@@ -723,13 +857,16 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	prefillLen := fs.Int("prefill-len", 512, "prompt tokens per request of the prefill rows (0: no prefill rows)")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or f32 (f32 on the cpu device only)")
 	budget := fs.Int("token-budget", 0, "tokens per engine step (0: the device's default, 2048 on cuda and 512 on cpu, or the largest batch if larger)")
+	chunk := fs.Int("prefill-chunk", 0, "prompt tokens of one request per step (0: the device's default, the budget on cuda and 256 on cpu)")
+	llamaBench := fs.Bool("llama-bench", false, "llama-bench's defaults for the flags not given: --batch 1 --context 1 --steps 128 --prefill-len 512 --prefill-chunk 512 -r 5 (pp512, tg128 in one prompt batch of 512, as llama-bench's n_ubatch)")
 	copyMiB := fs.Int("copy-mib", 256, "cpu device: the copy-bandwidth buffer in MiB")
+	reps := fs.Int("r", 1, "repetitions of every row; rows report the mean, the llama-bench table mean ± sd (llama-bench -r)")
 	jsonPath := fs.String("json", "", "also write the rows as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintln(w, "usage: ringlm bench engine -m MODEL.gguf [--device auto|cpu|cuda] [--batch 1,16,64] [--context 128,1024] [--steps N] [--prefill-len 512] [--json FILE]")
-		fmt.Fprintln(w, "\nDecode and prefill throughput of the engine on a device, timed on the device clock, with a roofline\n(bytes a decode step moves against the copy bandwidth measured in the same run).\n\nflags:")
+		fmt.Fprintln(w, "usage: ringlm bench engine -m MODEL.gguf [--device auto|cpu|cuda] [--batch 1,16,64] [--context 128,1024] [--steps N] [--prefill-len 512] [-r N] [--llama-bench] [--json FILE]")
+		fmt.Fprintln(w, "\nDecode and prefill throughput of the engine on a device, timed on the device clock, with a roofline\n(bytes a decode step moves against the copy bandwidth measured in the same run), and the batch-1 rows\nas llama-bench's table (--llama-bench: its defaults, pp512 and tg128).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	usage := func(format string, a ...any) int {
@@ -747,6 +884,15 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	if len(pos) > 0 {
 		return usage("unexpected argument %q", pos[0])
 	}
+	if *llamaBench {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range map[string]string{"batch": "1", "context": "1", "steps": "128", "prefill-len": "512", "prefill-chunk": "512", "r": "5"} {
+			if !set[name] {
+				_ = fs.Set(name, v)
+			}
+		}
+	}
 	if *modelPath == "" {
 		return usage("-m MODEL.gguf is required")
 	}
@@ -754,15 +900,15 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 		return usage("%v", err)
 	}
 	o := EngineOptions{Model: *modelPath, Device: *device, Steps: *steps, Warmup: *warmup, PrefillLen: *prefillLen,
-		KVType: *kvType, TokenBudget: *budget, CopyMiB: *copyMiB, Log: zerolog.Nop()}
+		KVType: *kvType, TokenBudget: *budget, PrefillChunk: *chunk, CopyMiB: *copyMiB, Repetitions: *reps, Log: zerolog.Nop()}
 	if o.Batches, err = engParseInts("batch", *batches); err != nil {
 		return usage("%v", err)
 	}
 	if o.Contexts, err = engParseInts("context", *contexts); err != nil {
 		return usage("%v", err)
 	}
-	if *steps < 1 || *warmup < 0 || *prefillLen < 0 || *copyMiB < 1 {
-		return usage("--steps and --copy-mib must be ≥ 1, --warmup and --prefill-len ≥ 0")
+	if *steps < 1 || *warmup < 0 || *prefillLen < 0 || *copyMiB < 1 || *reps < 1 || *chunk < 0 {
+		return usage("--steps, --copy-mib and -r must be ≥ 1, --warmup, --prefill-len and --prefill-chunk ≥ 0")
 	}
 	if !*quiet {
 		o.Progress = stderr

@@ -3,9 +3,12 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -199,9 +202,7 @@ func TestEngineUsage(t *testing.T) {
 		{[]string{"-m", path, "--device", "tpu"}, 2, "--device must be"},
 		{[]string{"-m", path, "--steps", "0"}, 2, "--steps"},
 		{[]string{"-m", path, "extra"}, 2, "unexpected argument"},
-		// The tiny model's context is 2048.
-		{[]string{"-m", path, "--device", "cpu", "--batch", "1", "--context", "2040", "--steps", "4"}, 1, "exceeds the model's context of 2048"},
-		{[]string{"-m", path, "--device", "cpu", "--batch", "1", "--context", "16", "--prefill-len", "4096"}, 1, "--prefill-len 4096"},
+		{[]string{"-m", path, "-r", "0"}, 2, "-r must be"},
 		{[]string{"-m", filepath.Join(t.TempDir(), "none.gguf"), "--device", "cpu"}, 1, "none.gguf"},
 		{[]string{"-m", path, "--steps", "x"}, 2, `invalid value "x" for flag -steps`},
 		{[]string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
@@ -221,6 +222,105 @@ func TestEngineUsage(t *testing.T) {
 	if code := EngineMain([]string{"-h"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "usage: ringlm bench engine") ||
 		!strings.Contains(stdout.String(), "-prefill-len") || stderr.Len() != 0 {
 		t.Errorf("-h: exit %d, stdout %q, stderr %q; want the usage on stdout", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestEngineLlamaBench: the batch-1 rows as llama-bench's table, with
+// repetitions, on a context grown past the model's (2048) to hold the
+// prompt and its sampled token, as llama-bench sizes n_ctx to the test.
+func TestEngineLlamaBench(t *testing.T) {
+	path := engTinyModel(t)
+	jsonPath := filepath.Join(t.TempDir(), "rows.json")
+	var stdout, stderr bytes.Buffer
+	code := EngineMain([]string{"-m", path, "--device", "cpu", "--batch", "1", "--context", "1,40", "--steps", "8", "--warmup", "1",
+		"--prefill-len", "2048", "-r", "3", "--copy-mib", "8", "--json", jsonPath}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	t.Logf("\n%s", stdout.String())
+	out := stdout.String()
+	if !strings.Contains(out, "context 2049 for these rows (the model's is 2048)") {
+		t.Errorf("no note of the grown context")
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep EngineReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var tests []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 9 || strings.TrimSpace(f[1]) == "model" || strings.HasPrefix(strings.TrimSpace(f[1]), "---") {
+			continue
+		}
+		if got, want := strings.TrimSpace(f[1]), fmt.Sprintf("llama %.2f M F16", float64(rep.Params)/1e6); got != want || rep.Params == 0 {
+			t.Errorf("model label %q, want %q", got, want)
+		}
+		if got := strings.TrimSpace(f[4]); got != "CPU" {
+			t.Errorf("backend %q", got)
+		}
+		if got := strings.TrimSpace(f[5]); got != strconv.Itoa(runtime.GOMAXPROCS(0)) {
+			t.Errorf("threads %q", got)
+		}
+		tests = append(tests, strings.TrimSpace(f[6]))
+		var mean, sd float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(f[7]), "%f ± %f", &mean, &sd); err != nil || !(mean > 0) || sd < 0 {
+			t.Errorf("t/s %q", f[7])
+		}
+	}
+	if want := []string{"tg8", "tg8 @ d40", "pp2048"}; !slices.Equal(tests, want) {
+		t.Errorf("tests %q, want %q", tests, want)
+	}
+	if rep.Context != 2049 || rep.ModelContext != 2048 || rep.Threads != runtime.GOMAXPROCS(0) {
+		t.Errorf("report context %d of %d, threads %d", rep.Context, rep.ModelContext, rep.Threads)
+	}
+	for _, r := range rep.Rows {
+		if len(r.Samples) != 3 {
+			t.Fatalf("row %+v: %d samples, want 3", r, len(r.Samples))
+		}
+		var mean float64
+		for _, v := range r.Samples {
+			mean += v / 3
+		}
+		// The row's tok/s is that of the mean time, at most the mean of
+		// the rates (Jensen), and within the samples.
+		if r.TokPerS > mean*(1+1e-9) || r.TokPerS < slices.Min(r.Samples)*(1-1e-9) || !(r.TokPerSSD >= 0) {
+			t.Errorf("row %+v: mean of samples %v", r, mean)
+		}
+	}
+}
+
+// TestEngineLlamaBenchPreset: --llama-bench fills the flags not given
+// with llama-bench's defaults; the prompt runs in one step of 512.
+func TestEngineLlamaBenchPreset(t *testing.T) {
+	path := engTinyModel(t)
+	jsonPath := filepath.Join(t.TempDir(), "rows.json")
+	var stdout, stderr bytes.Buffer
+	if code := EngineMain([]string{"-m", path, "--device", "cpu", "--llama-bench", "--steps", "4", "-r", "2", "--copy-mib", "8",
+		"--json", jsonPath, "--quiet"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep EngineReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 {
+		t.Fatalf("%d rows, want tg and pp", len(rep.Rows))
+	}
+	d, p := rep.Rows[0], rep.Rows[1]
+	if d.Phase != "decode" || d.Batch != 1 || d.Context != 1 || d.Steps != 4 || len(d.Samples) != 2 ||
+		p.Phase != "prefill" || p.Batch != 1 || p.PromptLen != 512 || p.Steps != 1 || len(p.Samples) != 2 {
+		t.Errorf("rows %+v", rep.Rows)
+	}
+	if !strings.Contains(stdout.String(), "| tg4 |") || !strings.Contains(stdout.String(), "| pp512 |") {
+		t.Errorf("table:\n%s", stdout.String())
 	}
 }
 

@@ -291,3 +291,15 @@ func (f *File) Tokenizer() (*TokenizerMeta, error) {
 	}
 	return t, nil
 }
+
+// FileTypeName names a general.file_type value (llama.cpp's llama_ftype)
+// as llama.cpp's loader logs it ("mostly Q8_0", "Q4_K_M"); false for a
+// value without a name here.
+func FileTypeName(ft uint32) (string, bool) {
+	n, ok := fileTypeNames[ft]
+	return n, ok
+}
+
+var fileTypeNames = map[uint32]string{0: "all F32", 1: "mostly F16", 2: "mostly Q4_0", 3: "mostly Q4_1", 7: "mostly Q8_0",
+	8: "mostly Q5_0", 9: "mostly Q5_1", 10: "mostly Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L",
+	14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "mostly BF16", 38: "MXFP4 MoE"}

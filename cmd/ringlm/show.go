@@ -291,10 +291,7 @@ func humanCount(n uint64) string {
 
 // fileTypeName names llama.cpp's llama_ftype values.
 func fileTypeName(ft uint32) string {
-	names := map[uint32]string{0: "all F32", 1: "mostly F16", 2: "mostly Q4_0", 3: "mostly Q4_1", 7: "mostly Q8_0",
-		8: "mostly Q5_0", 9: "mostly Q5_1", 10: "mostly Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L",
-		14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "mostly BF16", 38: "MXFP4 MoE"}
-	if n, ok := names[ft]; ok {
+	if n, ok := gguf.FileTypeName(ft); ok {
 		return fmt.Sprintf("%s (%d)", n, ft)
 	}
 	return fmt.Sprint(ft)
