@@ -97,7 +97,7 @@ func (m *Model) attendChunk(kv *KVPool, layer int, s *Seq, first int, it attnIte
 	nk, nq := kmax-kmin+1, it.t1-it.t0
 	as.kp = kv.rows(layer, 0, s.Blocks, kmin, kmax+1, g*hd, as.kp[:0])
 	as.vp = kv.rows(layer, 1, s.Blocks, kmin, kmax+1, g*hd, as.vp[:0])
-	ld := (nk + 3) &^ 3 // a tile of keys may spill into the padding
+	ld := nk + 3 // a short tile of keys writes up to 3 columns past the last
 	scores := buf(&as.scores, nq*ld)
 	qs := q[(first+it.t0)*qd+it.head*hd:]
 	m.scores(kv, as, qs, qd, nq, scores, ld)
@@ -165,7 +165,7 @@ func (m *Model) scores(kv *KVPool, as *attnScratch, qs []float32, qd, nq int, sc
 		}
 		for t := 0; t < nq; t += maxN {
 			n := min(maxN, nq-t)
-			ks[n-1](w, &qs[t*qd], uintptr(4*qd), &scores[t*ld+i], uintptr(4*ld), hd)
+			ks[n-1](w, &qs[t*qd], uintptr(4*qd), &scores[t*ld+i], uintptr(4*ld), 4, hd)
 		}
 	}
 }

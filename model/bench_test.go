@@ -131,9 +131,10 @@ func BenchmarkDecodeQwen05BF16(b *testing.B) {
 	benchDecode(b, benchModel(b, "qwen2.5-0.5b", "", gguf.TypeF16), 1)
 }
 
-// BenchmarkDecodeFile: batch-1 decode steps of the GGUF file named by
-// RINGLM_BENCH_GGUF (skipped without it), for models synth writes no
-// preset of, or mixes such as Q4_K_M (ringlm synth --type Q4_K_M).
+// BenchmarkDecodeFile: decode steps of RINGLM_BENCH_BATCH sequences
+// (default 1) of the GGUF file named by RINGLM_BENCH_GGUF (skipped
+// without it), for models synth writes no preset of, or mixes such as
+// Q4_K_M (ringlm synth --type Q4_K_M).
 func BenchmarkDecodeFile(b *testing.B) {
 	path := os.Getenv("RINGLM_BENCH_GGUF")
 	if path == "" {
@@ -148,7 +149,13 @@ func BenchmarkDecodeFile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run(filepath.Base(path), func(b *testing.B) { benchDecode(b, m, 1) })
+	batch := 1
+	if s := os.Getenv("RINGLM_BENCH_BATCH"); s != "" {
+		if batch, err = strconv.Atoi(s); err != nil || batch < 1 {
+			b.Fatalf("RINGLM_BENCH_BATCH=%q: not a positive number", s)
+		}
+	}
+	b.Run(fmt.Sprintf("%s/batch=%d", filepath.Base(path), batch), func(b *testing.B) { benchDecode(b, m, batch) })
 }
 
 // BenchmarkPrefillFile: one prompt of RINGLM_BENCH_PROMPT tokens (default

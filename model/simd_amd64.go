@@ -45,15 +45,11 @@ func isaIndex() int {
 	return -1
 }
 
-// tileKernels are the kernels for products of m with n inputs (by inputs
-// per tile, 1..len), the rows of a tile, and whether the rows must be
-// converted to float32 first (types without a kernel of their own); nil
-// for the Go path. A product with few inputs (a decode step), which reads
-// each row once from memory, takes the kernels of one row: rows side by
-// side are streams the hardware prefetcher follows less well than one
-// (a 256 MiB F16 product on both cores: 16-19 GB/s in tiles of 4 rows,
-// 29-32 GB/s a row at a time).
-func (m *Matrix) tileKernels(n int) (ks []tileKernel, rows int, convert bool) {
+// tileKernels are the kernels for products with m (by inputs per tile,
+// 1..len), the rows of a tile, and whether the rows must be converted to
+// float32 first (types without a kernel of their own); nil for the Go
+// path.
+func (m *Matrix) tileKernels() (ks []tileKernel, rows int, convert bool) {
 	i := isaIndex()
 	if i < 0 || m.Cols%16 != 0 || m.Cols == 0 {
 		return nil, 0, false
@@ -61,9 +57,6 @@ func (m *Matrix) tileKernels(n int) (ks []tileKernel, rows int, convert bool) {
 	w := slices.Index([]gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16}, m.Type)
 	if w < 0 { // converted a tile at a time into the scratch rows, read from cache
 		return tileKernels[i][0], tileRows[i], true
-	}
-	if n <= 2*len(tileKernels[i][w]) {
-		return rowKernels[i][w], 1, false
 	}
 	return tileKernels[i][w], tileRows[i], false
 }

@@ -9,7 +9,7 @@ package model
 const simdKernel = "go"
 
 // tileKernels: none, every product takes the Go path.
-func (m *Matrix) tileKernels(int) ([]tileKernel, int, bool) { return nil, 0, false }
+func (m *Matrix) tileKernels() ([]tileKernel, int, bool) { return nil, 0, false }
 
 // kvTileKernels, kvPVKernels: none, attention takes the Go path.
 func kvTileKernels(*KVPool, int) ([]tileKernel, int)  { return nil, 0 }

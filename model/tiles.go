@@ -37,9 +37,9 @@ import (
 
 // tileKernel computes one tile of a product: for the rows at w[0..R)
 // (the kernel's rows per tile) and the inputs at x, x+ldx, … (bytes),
-// out[t*ldo + 4r] (bytes) = row r · input t over k elements (a multiple
-// of 16), in the order above.
-type tileKernel func(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+// out[t*ldo + r*rs] (bytes) = row r · input t over k elements (a
+// multiple of 16), in the order above.
+type tileKernel func(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 // tilePanelBytes bounds the inputs a product keeps in the L2 cache while
 // every weight row of a worker's range passes over them.
@@ -83,7 +83,7 @@ func (m *Matrix) mulFloat(out []float32, ldo int, x []float32, n, lo, hi int, s 
 	if len(x) < n*cols || len(out) < (n-1)*ldo+hi || hi > m.Rows || lo < 0 {
 		panic(fmt.Sprintf("model: product of %s rows [%d,%d) with %d inputs: x of %d, out of %d", m.Name, lo, hi, n, len(x), len(out)))
 	}
-	ks, rows, conv := m.tileKernels(n)
+	ks, rows, conv := m.tileKernels()
 	if ks == nil {
 		buf(&s.row, cols)
 		for r := lo; r < hi; r++ {
@@ -104,31 +104,43 @@ func (m *Matrix) mulFloat(out []float32, ldo int, x []float32, n, lo, hi int, s 
 	}
 	buf(&s.edge, rows*maxN)
 	ptrs := &s.ptrs
+	// Tile i takes rows lo+i, lo+i+q, lo+i+2q, …: each of its rows walks
+	// its quarter of the range from tile to tile, a long stream the
+	// hardware prefetcher follows (adjacent rows would be four short
+	// streams per tile).
+	q := (hi - lo + rows - 1) / rows
 	for t0 := 0; t0 < n; t0 += panel {
 		t1 := min(n, t0+panel)
-		for r := lo; r < hi; r += rows {
-			nr := min(rows, hi-r)
-			for i := range rows {
-				ri := r + min(i, nr-1) // a short tile repeats its last row
+		for i := range q {
+			nr := 0 // the tile's rows in range; the rest repeat its last
+			for j := range rows {
+				if r := lo + i + j*q; r < hi {
+					nr = j + 1
+				}
+			}
+			for j := range rows {
+				r := lo + i + min(j, nr-1)*q
 				if conv {
-					if i < nr {
-						m.Row(ri, s.row[i*cols:(i+1)*cols])
+					if j < nr {
+						m.Row(r, s.row[j*cols:(j+1)*cols])
 					}
-					ptrs[i] = (*byte)(unsafe.Pointer(&s.row[min(i, nr-1)*cols]))
+					ptrs[j] = (*byte)(unsafe.Pointer(&s.row[min(j, nr-1)*cols]))
 				} else {
-					ptrs[i] = &m.Data[ri*m.rowBytes]
+					ptrs[j] = &m.Data[r*m.rowBytes]
 				}
 			}
 			for t := t0; t < t1; t += maxN {
 				nn := min(maxN, t1-t)
 				k := ks[nn-1]
 				if nr == rows {
-					k(ptrs, &x[t*cols], uintptr(4*cols), &out[t*ldo+r], uintptr(4*ldo), cols)
+					k(ptrs, &x[t*cols], uintptr(4*cols), &out[t*ldo+lo+i], uintptr(4*ldo), uintptr(4*q), cols)
 					continue
 				}
-				k(ptrs, &x[t*cols], uintptr(4*cols), &s.edge[0], uintptr(4*rows), cols)
-				for j := range nn {
-					copy(out[(t+j)*ldo+r:(t+j)*ldo+r+nr], s.edge[j*rows:j*rows+nr])
+				k(ptrs, &x[t*cols], uintptr(4*cols), &s.edge[0], uintptr(4*rows), 4, cols)
+				for tt := range nn {
+					for j := range nr {
+						out[(t+tt)*ldo+lo+i+j*q] = s.edge[tt*rows+j]
+					}
 				}
 			}
 		}

@@ -5,58 +5,31 @@
 package model
 
 //go:noescape
-func tileF32x1AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x1AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF32x1AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x2AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF32x2AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x3AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF32x2AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x1AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF32x3AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x2AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF32x3AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x3AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF16x1AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x1AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF16x1AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x2AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF16x2AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowF16x2AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileF16x3AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowF16x3AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileBF16x1AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowBF16x1AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileBF16x2AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowBF16x2AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileBF16x3AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowBF16x3AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x3AVX2(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
 func pvF32x1AVX2(v **byte, voff uintptr, n int, p *float32, ldp uintptr, out *float32, ldo uintptr, w int)
@@ -77,112 +50,76 @@ func pvF16x2AVX2(v **byte, voff uintptr, n int, p *float32, ldp uintptr, out *fl
 func pvF16x3AVX2(v **byte, voff uintptr, n int, p *float32, ldp uintptr, out *float32, ldo uintptr, w int)
 
 //go:noescape
-func tileF32x1AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x1AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF32x1AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x2AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF32x2AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x3AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF32x2AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x4AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF32x3AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x5AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF32x3AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x6AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF32x4AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x7AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF32x4AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF32x8AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF32x5AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x1AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF32x5AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x2AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF32x6AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x3AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF32x6AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x4AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF16x1AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x5AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF16x1AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x6AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF16x2AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x7AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF16x2AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileF16x8AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF16x3AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x1AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF16x3AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x2AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF16x4AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x3AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF16x4AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x4AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF16x5AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x5AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF16x5AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x6AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func tileF16x6AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x7AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
-func rowF16x6AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileBF16x1AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowBF16x1AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileBF16x2AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowBF16x2AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileBF16x3AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowBF16x3AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileBF16x4AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowBF16x4AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileBF16x5AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowBF16x5AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func tileBF16x6AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
-
-//go:noescape
-func rowBF16x6AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)
+func tileBF16x8AVX512(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)
 
 //go:noescape
 func pvF32x1AVX512(v **byte, voff uintptr, n int, p *float32, ldp uintptr, out *float32, ldo uintptr, w int)
@@ -228,23 +165,9 @@ var tileKernels = [2][3][]tileKernel{
 		{tileBF16x1AVX2, tileBF16x2AVX2, tileBF16x3AVX2},
 	},
 	{
-		{tileF32x1AVX512, tileF32x2AVX512, tileF32x3AVX512, tileF32x4AVX512, tileF32x5AVX512, tileF32x6AVX512},
-		{tileF16x1AVX512, tileF16x2AVX512, tileF16x3AVX512, tileF16x4AVX512, tileF16x5AVX512, tileF16x6AVX512},
-		{tileBF16x1AVX512, tileBF16x2AVX512, tileBF16x3AVX512, tileBF16x4AVX512, tileBF16x5AVX512, tileBF16x6AVX512},
-	},
-}
-
-// rowKernels: tileKernels of one row.
-var rowKernels = [2][3][]tileKernel{
-	{
-		{rowF32x1AVX2, rowF32x2AVX2, rowF32x3AVX2},
-		{rowF16x1AVX2, rowF16x2AVX2, rowF16x3AVX2},
-		{rowBF16x1AVX2, rowBF16x2AVX2, rowBF16x3AVX2},
-	},
-	{
-		{rowF32x1AVX512, rowF32x2AVX512, rowF32x3AVX512, rowF32x4AVX512, rowF32x5AVX512, rowF32x6AVX512},
-		{rowF16x1AVX512, rowF16x2AVX512, rowF16x3AVX512, rowF16x4AVX512, rowF16x5AVX512, rowF16x6AVX512},
-		{rowBF16x1AVX512, rowBF16x2AVX512, rowBF16x3AVX512, rowBF16x4AVX512, rowBF16x5AVX512, rowBF16x6AVX512},
+		{tileF32x1AVX512, tileF32x2AVX512, tileF32x3AVX512, tileF32x4AVX512, tileF32x5AVX512, tileF32x6AVX512, tileF32x7AVX512, tileF32x8AVX512},
+		{tileF16x1AVX512, tileF16x2AVX512, tileF16x3AVX512, tileF16x4AVX512, tileF16x5AVX512, tileF16x6AVX512, tileF16x7AVX512, tileF16x8AVX512},
+		{tileBF16x1AVX512, tileBF16x2AVX512, tileBF16x3AVX512, tileBF16x4AVX512, tileBF16x5AVX512, tileBF16x6AVX512, tileBF16x7AVX512, tileBF16x8AVX512},
 	},
 }
 
@@ -261,7 +184,7 @@ var pvKernels = [2][2][]pvKernel{
 }
 
 // tileRows is the rows of a tile per instruction set.
-var tileRows = [2]int{2, 4}
+var tileRows = [2]int{2, 3}
 
 // pvCols is the columns a pv kernel call covers at most (w = 4).
 var pvCols = [2]int{32, 64}

@@ -5,13 +5,13 @@
 //	go run ./internal/tilegen
 //
 // Why a generator: a tile kernel is the same loop for every weight type
-// (F32, F16, BF16), instruction set (AVX2, AVX-512), tile height (its
-// rows, or one) and width (1 to 6 inputs), differing only in how a weight
-// is loaded and which registers hold which pair's accumulators. Written
-// out by hand that is 54 kernels of unrolled code (and 24 of attention's
-// weighted sums) in which a register mix-up would still assemble; here it
-// is one function per instruction set and kernel kind, and TestGenerated
-// keeps the files in step with it.
+// (F32, F16, BF16), instruction set (AVX2, AVX-512) and width (1 to 8
+// inputs), differing only in how a weight is loaded and which registers
+// hold which pair's accumulators. Written out by hand that is 33 kernels
+// of unrolled code (and 18 of attention's weighted sums) in which a
+// register mix-up would still assemble; here it is one function per
+// instruction set and kernel kind, and TestGenerated keeps the files in
+// step with it.
 package main
 
 import (
@@ -43,30 +43,28 @@ type weight struct {
 
 var weights = []weight{{"F32", 4}, {"F16", 2}, {"BF16", 2}}
 
-// isa is one instruction set's tile shape.
+// isa is one instruction set's tile shapes.
 type isa struct {
 	name string // AVX2, AVX512
 	rows int    // weight rows per tile
 	maxN int    // inputs per tile, at most
+	pvN  int    // inputs per weighted sum of value rows, at most
 }
 
-var isas = []isa{{"AVX2", 2, 3}, {"AVX512", 4, 6}}
+// isas: AVX-512's 32 registers hold 3×8 accumulators (a decode step of 8
+// sequences is one tile wide), AVX2's 16 two registers for each of 2×3.
+var isas = []isa{{"AVX2", 2, 3, 3}, {"AVX512", 3, 8, 6}}
 
-// kernelName is the name of the kernel for rows×n tiles: tile for the
-// instruction set's rows, row for one.
-func kernelName(w weight, s isa, rows, n int) string {
-	kind := "tile"
-	if rows == 1 {
-		kind = "row"
-	}
-	return fmt.Sprintf("%s%sx%d%s", kind, w.name, n, s.name)
+// kernelName is the name of the kernel for tiles of n inputs.
+func kernelName(w weight, s isa, n int) string {
+	return fmt.Sprintf("tile%sx%d%s", w.name, n, s.name)
 }
 
 type gen struct{ b bytes.Buffer }
 
 func (g *gen) f(format string, a ...any) { fmt.Fprintf(&g.b, format+"\n", a...) }
 
-const tileSig = "(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, k int)"
+const tileSig = "(w *[4]*byte, x *float32, ldx uintptr, out *float32, ldo uintptr, rs uintptr, k int)"
 const pvSig = "(v **byte, voff uintptr, n int, p *float32, ldp uintptr, out *float32, ldo uintptr, w int)"
 
 // kernel writes one kernel's TEXT (its body by body) and declaration.
@@ -81,14 +79,14 @@ func kernel(a, d *gen, name, sig string, frame int, body func()) {
 }
 
 // table writes a Go table of kernels, [isa][weight][n-1].
-func table(d *gen, doc, name, typ string, ws []weight, kname func(weight, isa, int) string) {
+func table(d *gen, doc, name, typ string, ws []weight, kname func(weight, isa, int) string, maxN func(isa) int) {
 	d.f("// %s", doc)
 	d.f("var %s = [2][%d][]%s{", name, len(ws), typ)
 	for _, s := range isas {
 		d.f("\t{")
 		for _, w := range ws {
 			d.b.WriteString("\t\t{")
-			for n := 1; n <= s.maxN; n++ {
+			for n := 1; n <= maxN(s); n++ {
 				if n > 1 {
 					d.b.WriteString(", ")
 				}
@@ -121,8 +119,8 @@ func Generate() (asm, decl []byte) {
 	a.f("// Tile kernels of the float path and of attention; see tiles.go and")
 	a.f("// attention.go for what they compute and in which order.")
 	a.f("//")
-	a.f("// tile*: rows at w[0..rows), inputs at x, x+ldx, … (bytes); out[t*ldo + 4r]")
-	a.f("// (bytes) for row r and input t; k a multiple of 16.")
+	a.f("// tile*, row*: rows at w[0..rows), inputs at x, x+ldx, … (bytes); out[t*ldo +")
+	a.f("// r*rs] (bytes) for row r and input t; k a multiple of 16.")
 	a.f("//")
 	a.f("// pv*: for n rows v[i]+voff and the n weights p[t*ldp + 4i] (bytes) of each")
 	a.f("// input t, the w·16 (AVX-512) or w·8 (AVX2) columns at out+t*ldo are")
@@ -136,28 +134,23 @@ func Generate() (asm, decl []byte) {
 	for _, s := range isas {
 		for _, w := range weights {
 			for n := 1; n <= s.maxN; n++ {
-				for _, rows := range []int{s.rows, 1} {
-					kernel(&a, &d, kernelName(w, s, rows, n), tileSig, 48, func() {
-						if s.name == "AVX2" {
-							a.avx2(w, rows, n)
-						} else {
-							a.avx512(w, rows, n)
-						}
-					})
-				}
+				kernel(&a, &d, kernelName(w, s, n), tileSig, 56, func() {
+					if s.name == "AVX2" {
+						a.avx2(w, s.rows, n)
+					} else {
+						a.avx512(w, s.rows, n)
+					}
+				})
 			}
 		}
 		for _, w := range kvWeights {
-			for n := 1; n <= s.maxN; n++ {
+			for n := 1; n <= s.pvN; n++ {
 				kernel(&a, &d, pvName(w, s, n), pvSig, 64, func() { a.pv(w, s, n) })
 			}
 		}
 	}
-	table(&d, "tileKernels[isa][weight][n-1], isa 0 AVX2 and 1 AVX-512, weight F32, F16, BF16.", "tileKernels", "tileKernel", weights,
-		func(w weight, s isa, n int) string { return kernelName(w, s, s.rows, n) })
-	table(&d, "rowKernels: tileKernels of one row.", "rowKernels", "tileKernel", weights,
-		func(w weight, s isa, n int) string { return kernelName(w, s, 1, n) })
-	table(&d, "pvKernels[isa][kv type][n-1], kv type F32, F16.", "pvKernels", "pvKernel", kvWeights, pvName)
+	table(&d, "tileKernels[isa][weight][n-1], isa 0 AVX2 and 1 AVX-512, weight F32, F16, BF16.", "tileKernels", "tileKernel", weights, kernelName, func(s isa) int { return s.maxN })
+	table(&d, "pvKernels[isa][kv type][n-1], kv type F32, F16.", "pvKernels", "pvKernel", kvWeights, pvName, func(s isa) int { return s.pvN })
 	d.f("// tileRows is the rows of a tile per instruction set.")
 	d.f("var tileRows = [2]int{%d, %d}", isas[0].rows, isas[1].rows)
 	d.f("")
@@ -284,10 +277,39 @@ func (g *gen) prologue(rows, n int) {
 		g.f("\tLEAQ (SI)(DX*2), DI")
 		g.f("\tADDQ DX, DI")
 	}
+	if n > 6 {
+		g.f("\tLEAQ (DI)(DX*2), AX")
+		g.f("\tADDQ DX, AX")
+	}
 	g.f("\tMOVQ out+24(FP), BX")
 	g.f("\tMOVQ ldo+32(FP), R12")
-	g.f("\tMOVQ k+40(FP), CX")
+	g.f("\tMOVQ k+48(FP), CX")
 	g.f("\tSHRQ $4, CX")
+}
+
+// rowsOut loads the rows' output stride (R13) and, for a fourth row,
+// R8 = BX + 3·R13; the row pointers are free once the loop is done.
+func (g *gen) rowsOut(rows int) {
+	if rows > 1 {
+		g.f("\tMOVQ rs+40(FP), R13")
+	}
+	if rows > 3 {
+		g.f("\tLEAQ (BX)(R13*2), R8")
+		g.f("\tADDQ R13, R8")
+	}
+}
+
+// rowOut is row r's output of the current input (BX, R13, R8).
+func rowOut(r int) string {
+	switch r {
+	case 0:
+		return "(BX)"
+	case 1:
+		return "(BX)(R13*1)"
+	case 2:
+		return "(BX)(R13*2)"
+	}
+	return "(R8)"
 }
 
 // skipIfEmpty jumps past the loop when k is 0 (the accumulators are
@@ -310,8 +332,12 @@ func xAddr(t, off int) string {
 		return fmt.Sprintf("%d(DI)", off)
 	case 4:
 		return fmt.Sprintf("%d(DI)(DX*1)", off)
+	case 5:
+		return fmt.Sprintf("%d(DI)(DX*2)", off)
+	case 6:
+		return fmt.Sprintf("%d(AX)", off)
 	}
-	return fmt.Sprintf("%d(DI)(DX*2)", off)
+	return fmt.Sprintf("%d(AX)(DX*1)", off)
 }
 
 // advance moves the row and input pointers to the next k-step.
@@ -322,6 +348,9 @@ func (g *gen) advance(w weight, rows, n int) {
 	g.f("\tADDQ $64, SI")
 	if n > 3 {
 		g.f("\tADDQ $64, DI")
+	}
+	if n > 6 {
+		g.f("\tADDQ $64, AX")
 	}
 	g.f("\tDECQ CX")
 	g.f("\tJNZ  loop")
@@ -363,15 +392,19 @@ func (g *gen) avx512(w weight, rows, n int) {
 		}
 	}
 	g.advance(w, rows, n)
+	g.rowsOut(rows)
 	for t := range n {
 		for r := range rows {
 			z := acc(r, t)
 			g.f("\tVEXTRACTF64X4 $1, Z%d, Y30", z)
 			g.f("\tVADDPS Y30, Y%d, Y%d", z, z)
-			g.reduce8(z, "X30", fmt.Sprintf("%d(BX)", 4*r))
+			g.reduce8(z, "X30", rowOut(r))
 		}
 		if t+1 < n {
 			g.f("\tADDQ R12, BX")
+			if rows > 3 {
+				g.f("\tADDQ R12, R8")
+			}
 		}
 	}
 	g.f("\tVZEROUPPER")
@@ -413,6 +446,7 @@ func (g *gen) avx2(w weight, rows, n int) {
 		}
 	}
 	g.advance(w, rows, n)
+	g.rowsOut(rows)
 	for t := range n {
 		for r := range rows {
 			lo, hi := acc(0, r, t), acc(1, r, t)
@@ -423,10 +457,13 @@ func (g *gen) avx2(w weight, rows, n int) {
 			g.f("\tVADDPS X14, X%d, X%d", lo, lo)
 			g.f("\tVMOVSHDUP X%d, X14", lo)
 			g.f("\tVADDSS X14, X%d, X%d", lo, lo)
-			g.f("\tVMOVSS X%d, %d(BX)", lo, 4*r)
+			g.f("\tVMOVSS X%d, %s", lo, rowOut(r))
 		}
 		if t+1 < n {
 			g.f("\tADDQ R12, BX")
+			if rows > 3 {
+				g.f("\tADDQ R12, R8")
+			}
 		}
 	}
 	g.f("\tVZEROUPPER")
