@@ -19,7 +19,10 @@ import (
 // block without a horizontal reduction, and the weights are read in place
 // from the mapped file. VPDPBUSD takes unsigned bytes on that side, so a
 // Batch holds the quants plus 128 and a row block's sum is corrected by
-// -128·Σw, computed once per tile of rows.
+// -128·Σw: computed once per tile of rows by a preparing pass where many
+// batches share it (a prefill), and by the batch's own last lane, which
+// holds 128 in every byte, where a lone batch of at most 15 inputs would
+// not amortize that pass (a decode step).
 
 // BatchInputs is the most inputs a Batch holds.
 const BatchInputs = 16
@@ -68,8 +71,14 @@ func (bt *Batch) Set(acts []Acts) {
 		}
 	}
 	for t := len(acts); t < BatchInputs; t++ { // lanes no input uses
+		// The last lane of a batch of at most 15 sums 128·Σw: the
+		// correction, for the kernels without a pass to prepare it.
+		v := uint32(0)
+		if t == BatchInputs-1 {
+			v = 0x80808080
+		}
 		for g := range n / 4 {
-			binary.LittleEndian.PutUint32(bt.q[g*64+4*t:], 0)
+			binary.LittleEndian.PutUint32(bt.q[g*64+4*t:], v)
 		}
 		for b := range bt.nb {
 			bt.d[16*b+t] = 0
@@ -118,6 +127,20 @@ func (k *Kernel) MulBatch(out []float32, ldo int, w []byte, acts []Acts, bts []B
 	if !k.Batched() {
 		for t := range acts {
 			k.DotRows(out[t*ldo:t*ldo+rows], w, &acts[t])
+		}
+		return
+	}
+	if len(bts) == 1 && bts[0].n < BatchInputs { // a lone batch: the correction lane, no preparing pass
+		bt := &bts[0]
+		mask := uint16(1)<<bt.n - 1
+		// Tile i takes rows i, i+q, i+2q, …: twelve long streams for the
+		// prefetcher, not twelve short ones.
+		q := rows / batchRows
+		for i := range q {
+			q8LaneVNNI(&w[i*rb], uintptr(q*rb), nb, &bt.q[0], &bt.d[0], &out[i], uintptr(4*ldo), uintptr(4*q), mask)
+		}
+		for r := q * batchRows; r < rows; r++ {
+			q8Lane1VNNI(&w[r*rb], nb, &bt.q[0], &bt.d[0], &out[r], uintptr(4*ldo), mask)
 		}
 		return
 	}

@@ -14,6 +14,9 @@ DATA iota16<>+48(SB)/8, $0x0000000d0000000c
 DATA iota16<>+56(SB)/8, $0x0000000f0000000e
 GLOBL iota16<>(SB), RODATA|NOPTR, $64
 
+DATA lane15<>+0(SB)/4, $15
+GLOBL lane15<>(SB), RODATA|NOPTR, $4
+
 // func q8PrepVNNI(w *byte, ldw uintptr, rows int, nb int, corr *int32, dw *float32)
 // For rows Q8_0 rows at w, ldw bytes apart, of nb blocks: corr[12b+r] =
 // -128·Σ quants of block b of row r, dw[12b+r] its scale as float32.
@@ -232,6 +235,170 @@ block:
 	VPBROADCASTD ldo+56(FP), Z27
 	VPMULLD iota16<>(SB), Z27, Z27
 	MOVWLZX mask+64(FP), AX
+	SCATTER(Z12, 0)
+	VZEROUPPER
+	RET
+
+// ------------------------------------------------ the correction lane
+//
+// A batch of at most 15 inputs holds 128 in every byte of lane 15, so
+// that lane sums 128·Σw of each row block: the correction, with no pass
+// over the rows before (q8PrepVNNI), which a lone batch (a decode step)
+// cannot amortize. The scales are converted in the loop.
+
+// LFIN(Z, F, scale): Z -= lane 15 of Z; F += float(Z) · (dx Z25 · the F16
+// scale at scale, every lane).
+#define LFIN(Z, F, scale) \
+	VPERMD Z, Z29, Z26; \
+	VPSUBD Z26, Z, Z; \
+	VPBROADCASTW scale, Y27; \
+	VCVTPH2PS Y27, Z27; \
+	VMULPS Z27, Z25, Z27; \
+	VCVTDQ2PS Z, Z; \
+	VMULPS Z27, Z, Z; \
+	VADDPS Z, F, F
+
+// func q8LaneVNNI(w *byte, ldw uintptr, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, rs uintptr, mask uint16)
+// Twelve rows at w, w+ldw, …; row r's outputs at out + r·rs.
+TEXT ·q8LaneVNNI(SB), NOSPLIT, $0-66
+	MOVQ w+0(FP), R8
+	MOVQ ldw+8(FP), R12
+	LEAQ (R8)(R12*2), R9
+	ADDQ R12, R9
+	LEAQ (R9)(R12*2), R10
+	ADDQ R12, R10
+	LEAQ (R10)(R12*2), R11
+	ADDQ R12, R11
+	MOVQ nb+16(FP), CX
+	MOVQ xq+24(FP), SI
+	MOVQ xd+32(FP), DI
+	VPBROADCASTD lane15<>(SB), Z29
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+lblock:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	DPJ(0)
+	DPJ(1)
+	DPJ(2)
+	DPJ(3)
+	DPJ(4)
+	DPJ(5)
+	DPJ(6)
+	DPJ(7)
+	VMOVUPS (DI), Z25
+	LFIN(Z0, Z12, (R8))
+	LFIN(Z1, Z13, (R8)(R12*1))
+	LFIN(Z2, Z14, (R8)(R12*2))
+	LFIN(Z3, Z15, (R9))
+	LFIN(Z4, Z16, (R9)(R12*1))
+	LFIN(Z5, Z17, (R9)(R12*2))
+	LFIN(Z6, Z18, (R10))
+	LFIN(Z7, Z19, (R10)(R12*1))
+	LFIN(Z8, Z20, (R10)(R12*2))
+	LFIN(Z9, Z21, (R11))
+	LFIN(Z10, Z22, (R11)(R12*1))
+	LFIN(Z11, Z23, (R11)(R12*2))
+	ADDQ $34, R8
+	ADDQ $34, R9
+	ADDQ $34, R10
+	ADDQ $34, R11
+	ADDQ $512, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  lblock
+
+	MOVQ out+40(FP), BX
+	MOVQ rs+56(FP), R12
+	VPBROADCASTD ldo+48(FP), Z27
+	VPMULLD iota16<>(SB), Z27, Z27
+	MOVWLZX mask+64(FP), AX
+	SCATTER(Z12, 0)
+	ADDQ R12, BX
+	SCATTER(Z13, 0)
+	ADDQ R12, BX
+	SCATTER(Z14, 0)
+	ADDQ R12, BX
+	SCATTER(Z15, 0)
+	ADDQ R12, BX
+	SCATTER(Z16, 0)
+	ADDQ R12, BX
+	SCATTER(Z17, 0)
+	ADDQ R12, BX
+	SCATTER(Z18, 0)
+	ADDQ R12, BX
+	SCATTER(Z19, 0)
+	ADDQ R12, BX
+	SCATTER(Z20, 0)
+	ADDQ R12, BX
+	SCATTER(Z21, 0)
+	ADDQ R12, BX
+	SCATTER(Z22, 0)
+	ADDQ R12, BX
+	SCATTER(Z23, 0)
+	VZEROUPPER
+	RET
+
+// func q8Lane1VNNI(w *byte, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, mask uint16)
+TEXT ·q8Lane1VNNI(SB), NOSPLIT, $0-50
+	MOVQ w+0(FP), R8
+	MOVQ nb+8(FP), CX
+	MOVQ xq+16(FP), SI
+	MOVQ xd+24(FP), DI
+	VPBROADCASTD lane15<>(SB), Z29
+	VPXORD Z12, Z12, Z12
+
+lblock:
+	VPXORD Z0, Z0, Z0
+	VMOVDQU32 0(SI), Z24
+	DP(2(R8), Z0)
+	VMOVDQU32 64(SI), Z24
+	DP(6(R8), Z0)
+	VMOVDQU32 128(SI), Z24
+	DP(10(R8), Z0)
+	VMOVDQU32 192(SI), Z24
+	DP(14(R8), Z0)
+	VMOVDQU32 256(SI), Z24
+	DP(18(R8), Z0)
+	VMOVDQU32 320(SI), Z24
+	DP(22(R8), Z0)
+	VMOVDQU32 384(SI), Z24
+	DP(26(R8), Z0)
+	VMOVDQU32 448(SI), Z24
+	DP(30(R8), Z0)
+	VMOVUPS (DI), Z25
+	LFIN(Z0, Z12, (R8))
+	ADDQ $34, R8
+	ADDQ $512, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  lblock
+
+	MOVQ out+32(FP), BX
+	VPBROADCASTD ldo+40(FP), Z27
+	VPMULLD iota16<>(SB), Z27, Z27
+	MOVWLZX mask+48(FP), AX
 	SCATTER(Z12, 0)
 	VZEROUPPER
 	RET

@@ -10,10 +10,11 @@ import (
 	"ringlm/gguf"
 )
 
-// TestMulBatch holds MulBatch to Dot bit for bit (NaNs as NaN): 1 to 16
-// inputs, row counts around the kernel's tile of 12, rows one byte off
-// their allocation, and rows whose scales run through every F16 pattern
-// (subnormal, huge, infinite, NaN).
+// TestMulBatch holds MulBatch to Dot bit for bit (NaNs as NaN): 1 to 40
+// inputs (a lone batch of at most 15, with its correction lane; several
+// batches, with the preparing pass), row counts around the kernel's tile
+// of 12, rows one byte off their allocation, and rows whose scales run
+// through every F16 pattern (subnormal, huge, infinite, NaN).
 func TestMulBatch(t *testing.T) {
 	k := For(gguf.TypeQ8_0)
 	t.Logf("batched kernel: %v", k.Batched())
@@ -66,6 +67,7 @@ func TestMulBatch(t *testing.T) {
 		binary.LittleEndian.PutUint16(w[34*b:], uint16(b))
 	}
 	check("every scale", w, 256, 16)
+	check("every scale, a lone batch", w, 256, 15)
 }
 
 // BenchmarkMulBatch times a 4864×896 Q8_0 matrix against 16 inputs

@@ -22,3 +22,9 @@ func q8BatchVNNI(*byte, uintptr, int, *byte, *float32, *int32, *float32, *float3
 func q8Batch1VNNI(*byte, int, *byte, *float32, *int32, *float32, *float32, uintptr, uint16) {
 	panic("qdot: no batch kernel")
 }
+func q8LaneVNNI(*byte, uintptr, int, *byte, *float32, *float32, uintptr, uintptr, uint16) {
+	panic("qdot: no batch kernel")
+}
+func q8Lane1VNNI(*byte, int, *byte, *float32, *float32, uintptr, uint16) {
+	panic("qdot: no batch kernel")
+}
