@@ -239,15 +239,17 @@ const (
 
 var expPoly = [8]float32{1, 1, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040}
 
-// exp32 is e^x for x ≤ 0 (softmax's arguments) within 1 ulp, in float32
-// operations each rounded once, so that vector kernels give its bits:
-// x' = max(x, -126); k = x'·log2e rounded to an integer (ties to even);
+// exp32 is e^x within 1 ulp for x ≤ 0 (softmax's arguments; swiglu's for
+// x up to about 88), in float32 operations each rounded once, so that
+// vector kernels give its bits: x' = min(max(x, -126), 89); k = x'·log2e
+// rounded to an integer (ties to even);
 // r = fma(k, -ln2Lo, fma(k, -ln2Hi, x')); p = Horner's polynomial of
 // degree 7 in r with fused steps; e = p · 2^k, with 2^k as 0 for k <
 // -126 (results below the normal range go to 0 there, as softmax's
-// terms that small cannot matter).
+// terms that small cannot matter) and +Inf for k = 128 (from x ≈ 88.4,
+// a little before e^x overflows: swiglu divides by it).
 func exp32(x float32) float32 {
-	x = max(x, -126) // NaN stays NaN
+	x = min(max(x, -126), 89) // NaN stays NaN
 	k := float32(math.RoundToEven(float64(x * expLog2e)))
 	r := fma.F32(k, -expLn2Hi, x)
 	r = fma.F32(k, -expLn2Lo, r)
@@ -260,6 +262,17 @@ func exp32(x float32) float32 {
 		s = math.Float32frombits(uint32(int32(k)+127) << 23)
 	}
 	return p * s
+}
+
+// swigluGo sets out[i] = silu(gate[i])·up[i], silu(g) = g / (1 +
+// exp32(-g)), each operation rounded to float32: the bits of every
+// implementation.
+func swigluGo(out, gate, up []float32) {
+	up = up[:len(gate)]
+	out = out[:len(gate)]
+	for i, g := range gate {
+		out[i] = g / (1 + exp32(-g)) * up[i]
+	}
 }
 
 // windowStart is the first position a token at pos attends to: 0, or

@@ -86,6 +86,49 @@ func TestAttention(t *testing.T) {
 	}
 }
 
+// TestSwiglu holds swiglu, at every kernel level, to swigluGo's bits on
+// every length to 40 and a long one, with gates from -200 to 200 and
+// NaNs and infinities among them; and swigluGo near silu in float64
+// (results below 1e-36, from gates under about -88.4, may go to 0).
+func TestSwiglu(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, l := range levels() {
+		atLevel(l, func() {
+			for n := range 41 {
+				for _, n := range []int{n, 1000 + n} {
+					g, u := randVec(rng, n), randVec(rng, n)
+					for i := range g {
+						g[i] *= float32([]int{1, 3, 30, 200}[i%4])
+					}
+					if n > 5 {
+						g[1], g[3], g[5] = float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))
+					}
+					want, got := make([]float32, n), make([]float32, n)
+					swigluGo(want, g, u)
+					swiglu(got, g, u)
+					for i := range got {
+						if !sameFloat(got[i], want[i]) {
+							t.Fatalf("%s n=%d: [%d] silu(%g)·%g = %g (%#x), want %g (%#x)", l, n, i, g[i], u[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+						}
+					}
+				}
+			}
+		})
+	}
+	for i := range 100000 {
+		x := float32(rng.NormFloat64() * 20)
+		if i%2 == 0 {
+			x = float32(rng.Float64()*180 - 90)
+		}
+		var got [1]float32
+		swigluGo(got[:], []float32{x}, []float32{1})
+		want := float64(x) / (1 + math.Exp(-float64(x)))
+		if d := math.Abs(float64(got[0]) - want); d > 4e-7*math.Abs(want) && d > 1e-36 {
+			t.Fatalf("swigluGo(%g) = %g, silu %g", x, got[0], want)
+		}
+	}
+}
+
 func BenchmarkAttention(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, hd := range []int{32, 64} {

@@ -163,17 +163,13 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 		if m.arch.fusedUp {
 			m.pool.matmul(up, &L.Up, xn, T)
 			for t := 0; t < T; t++ {
-				r := up[t*2*ff:]
-				for i := 0; i < ff; i++ {
-					act[t*ff+i] = silu(r[i]) * r[ff+i]
-				}
+				r := up[t*2*ff : (t+1)*2*ff]
+				swiglu(act[t*ff:(t+1)*ff], r[:ff], r[ff:])
 			}
 		} else {
 			m.pool.matmul(gate, &L.Gate, xn, T)
 			m.pool.matmul(up[:T*ff], &L.Up, xn, T)
-			for i := range act {
-				act[i] = silu(gate[i]) * up[i]
-			}
+			swiglu(act, gate, up[:T*ff])
 		}
 		m.pool.matmul(proj, &L.Down, act, T)
 		addInto(x, proj)
@@ -247,8 +243,6 @@ func addInto(x, y []float32) {
 		x[i] += y[i]
 	}
 }
-
-func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
 
 // ropeTables computes cos and sin of every rotated frequency at each
 // token's position (row t of cos/sin, RopeDim/2 wide), in float32 as HF

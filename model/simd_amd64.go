@@ -174,3 +174,29 @@ func softmax(x []float32, scale float32) {
 		softmaxGo(x, scale)
 	}
 }
+
+//go:noescape
+func swigluAVX512(out, gate, up *float32, n int)
+
+//go:noescape
+func swigluAVX2(out, gate, up *float32, n int)
+
+// swiglu is swigluGo's bits: whole vectors in assembly, the rest in Go.
+func swiglu(out, gate, up []float32) {
+	n := len(gate)
+	up, out = up[:n], out[:n]
+	v := 0
+	switch isaIndex() {
+	case 1:
+		v = n &^ 15
+		if v > 0 {
+			swigluAVX512(&out[0], &gate[0], &up[0], v)
+		}
+	case 0:
+		v = n &^ 7
+		if v > 0 {
+			swigluAVX2(&out[0], &gate[0], &up[0], v)
+		}
+	}
+	swigluGo(out[v:], gate[v:], up[v:])
+}

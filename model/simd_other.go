@@ -17,6 +17,7 @@ func kvPVKernels(*KVPool, int) ([]pvKernel, int, int) { return nil, 0, 0 }
 func pvWidth(*KVPool, int) int                        { return 4 }
 
 func softmax(x []float32, scale float32) { softmaxGo(x, scale) }
+func swiglu(out, gate, up []float32)     { swigluGo(out, gate, up) }
 
 func rowF32(dst []float32, src []byte)  { rowF32Go(dst, src) }
 func rowF16(dst []float32, src []byte)  { rowF16Go(dst, src) }

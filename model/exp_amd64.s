@@ -2,9 +2,9 @@
 
 #include "textflag.h"
 
-// softmax of attention's scores, in the operations of softmaxGo and
-// exp32 (attention.go), sixteen elements at a time; see there for the
-// order.
+// softmax of attention's scores and the FFN's swiglu, in the operations
+// of softmaxGo, swigluGo and exp32 (attention.go), sixteen elements at a
+// time; see there for the order.
 
 DATA expc<>+0(SB)/4, $0xc2fc0000  // -126
 DATA expc<>+4(SB)/4, $0x3fb8aa3b  // log2(e)
@@ -24,12 +24,17 @@ DATA expc<>+56(SB)/4, $-127
 DATA expc<>+60(SB)/4, $0
 DATA expc<>+64(SB)/8, $1.0
 DATA expc<>+72(SB)/4, $0x39500d01 // 1/7!
-GLOBL expc<>(SB), RODATA|NOPTR, $76
+DATA expc<>+76(SB)/4, $0x42b20000 // 89
+DATA expc<>+80(SB)/4, $0x80000000 // -0: the sign bit
+GLOBL expc<>(SB), RODATA|NOPTR, $84
 
 // EXP16(x, k, r, p, s) leaves exp32 of Z(x) in Z(x) (AVX-512; the
-// constants in Z13..Z25 as loaded by softmaxAVX512).
+// constants in Z13..Z25 and Z27 as loaded by softmaxAVX512). The clamps
+// keep a NaN: VMAXPS and VMINPS answer their second source when either
+// is NaN.
 #define EXP16(x, k, r, p, s) \
 	VMAXPS x, Z20, x; \
+	VMINPS x, Z27, x; \
 	VMULPS Z21, x, k; \
 	VRNDSCALEPS $0, k, k; \
 	VMOVAPS x, r; \
@@ -120,6 +125,7 @@ max:
 	VBROADCASTSS expc<>+40(SB), Z19
 	VPBROADCASTD expc<>+48(SB), Z24
 	VPBROADCASTD expc<>+52(SB), Z25
+	VBROADCASTSS expc<>+76(SB), Z27
 	VPXORQ Z10, Z10, Z10
 	VPXORQ Z11, Z11, Z11
 	MOVQ SI, DI
@@ -189,6 +195,8 @@ done:
 // expSumAVX2 (Y4..Y15 and memory), scratch Y1..Y3.
 #define EXP8(x) \
 	VMAXPS x, Y4, x; \
+	VBROADCASTSS expc<>+76(SB), Y1; \
+	VMINPS x, Y1, x; \
 	VMULPS Y5, x, Y1; \
 	VROUNDPS $0, Y1, Y1; \
 	VMOVAPS x, Y2; \
@@ -280,5 +288,89 @@ loop:
 	ADDQ $32, DI
 	DECQ CX
 	JNZ  loop
+	VZEROUPPER
+	RET
+
+// func swigluAVX512(out, gate, up *float32, n int)
+// n is a multiple of 16.
+TEXT ·swigluAVX512(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $4, CX
+	JZ   sdone
+	VBROADCASTSS expc<>+0(SB), Z20
+	VBROADCASTSS expc<>+4(SB), Z21
+	VBROADCASTSS expc<>+8(SB), Z22
+	VBROADCASTSS expc<>+12(SB), Z23
+	VBROADCASTSS expc<>+16(SB), Z13
+	VBROADCASTSS expc<>+20(SB), Z14
+	VBROADCASTSS expc<>+24(SB), Z15
+	VBROADCASTSS expc<>+28(SB), Z16
+	VBROADCASTSS expc<>+32(SB), Z17
+	VBROADCASTSS expc<>+36(SB), Z18
+	VBROADCASTSS expc<>+40(SB), Z19
+	VPBROADCASTD expc<>+48(SB), Z24
+	VPBROADCASTD expc<>+52(SB), Z25
+	VBROADCASTSS expc<>+80(SB), Z26
+	VBROADCASTSS expc<>+76(SB), Z27
+
+sloop:
+	VMOVUPS (SI), Z6
+	VXORPS Z26, Z6, Z0 // -g
+	EXP16(Z0, Z1, Z2, Z3, Z4)
+	VADDPS Z13, Z0, Z0 // 1 + e
+	VDIVPS Z0, Z6, Z6  // g / (1 + e)
+	VMULPS (DX), Z6, Z6
+	VMOVUPS Z6, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  sloop
+
+sdone:
+	VZEROUPPER
+	RET
+
+// func swigluAVX2(out, gate, up *float32, n int)
+// n is a multiple of 8.
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   sdone
+	VBROADCASTSS expc<>+0(SB), Y4
+	VBROADCASTSS expc<>+4(SB), Y5
+	VBROADCASTSS expc<>+8(SB), Y6
+	VBROADCASTSS expc<>+12(SB), Y7
+	VPBROADCASTD expc<>+56(SB), Y8
+	VBROADCASTSS expc<>+16(SB), Y9
+	VBROADCASTSS expc<>+20(SB), Y10
+	VBROADCASTSS expc<>+24(SB), Y11
+	VBROADCASTSS expc<>+28(SB), Y12
+	VBROADCASTSS expc<>+32(SB), Y13
+	VBROADCASTSS expc<>+36(SB), Y14
+	VBROADCASTSS expc<>+40(SB), Y15
+
+sloop:
+	VBROADCASTSS expc<>+80(SB), Y0
+	VXORPS (SI), Y0, Y0 // -g
+	EXP8(Y0)
+	VADDPS Y9, Y0, Y0 // 1 + e
+	VMOVUPS (SI), Y1
+	VDIVPS Y0, Y1, Y1 // g / (1 + e)
+	VMULPS (DX), Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  sloop
+
+sdone:
 	VZEROUPPER
 	RET
