@@ -28,6 +28,10 @@ type pool struct {
 	fn     func()
 	open   atomic.Bool  // helpers may join the current region
 	active atomic.Int32 // helpers in the current region
+	// waiting says the caller has stopped spinning for the helpers and
+	// waits on done, which the last one out signals.
+	waiting atomic.Bool
+	done    chan struct{}
 	// helpers are the workers but the caller.
 	helpers []helper
 }
@@ -45,7 +49,7 @@ const (
 var defaultPool = newPool(runtime.GOMAXPROCS(0))
 
 func newPool(workers int) *pool {
-	p := &pool{workers: workers, helpers: make([]helper, max(0, workers-1))}
+	p := &pool{workers: workers, helpers: make([]helper, max(0, workers-1)), done: make(chan struct{}, 1)}
 	for i := range p.helpers {
 		p.helpers[i].wake = make(chan struct{}, 1)
 	}
@@ -77,12 +81,32 @@ func (p *pool) do(fn func()) {
 	}
 	fn()
 	p.open.Store(false)
-	for i := 0; p.active.Load() != 0; i++ {
+	p.awaitHelpers()
+	p.fn = nil
+}
+
+// awaitHelpers waits for the helpers still in the region: spinning a
+// little (they are usually finishing a chunk), then blocked, so that a
+// helper the OS has taken off its core for a time slice gets the core
+// back instead of the caller spinning through it.
+func (p *pool) awaitHelpers() {
+	select {
+	case <-p.done: // a signal left from a region that finished unwaited
+	default:
+	}
+	for i := range 256 {
+		if p.active.Load() == 0 {
+			return
+		}
 		if i%64 == 63 {
 			runtime.Gosched()
 		}
 	}
-	p.fn = nil
+	p.waiting.Store(true)
+	if p.active.Load() != 0 {
+		<-p.done
+	}
+	p.waiting.Store(false)
 }
 
 // help is a helper's goroutine: it joins every region after generation
@@ -96,7 +120,12 @@ func (p *pool) help(h *helper, last uint64) {
 			if p.open.Load() {
 				p.fn()
 			}
-			p.active.Add(-1)
+			if p.active.Add(-1) == 0 && p.waiting.Load() {
+				select {
+				case p.done <- struct{}{}:
+				default:
+				}
+			}
 			continue
 		}
 		t := time.NewTimer(helperIdle)
