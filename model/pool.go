@@ -99,7 +99,7 @@ func (p *pool) awaitHelpers() {
 			return
 		}
 		if i%64 == 63 {
-			runtime.Gosched()
+			yield()
 		}
 	}
 	p.waiting.Store(true)
@@ -155,7 +155,7 @@ func (p *pool) spin(last uint64) uint64 {
 			if time.Now().After(deadline) {
 				return last
 			}
-			runtime.Gosched()
+			yield()
 		}
 	}
 }
