@@ -156,14 +156,7 @@ func TestEngineCPU(t *testing.T) {
 	}
 
 	// The JSON rows: the same rows with unrounded figures.
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep EngineReport
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readEngineReport(t, jsonPath)
 	if rep.Device != "cpu" || rep.Bandwidth == nil || *rep.Bandwidth <= 0 || rep.Layers != 4 || rep.KVElemBytes != 2 || len(rep.Rows) != 4 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -242,14 +235,7 @@ func TestEngineLlamaBench(t *testing.T) {
 	if !strings.Contains(out, "context 2049 for these rows (the model's is 2048)") {
 		t.Errorf("no note of the grown context")
 	}
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep EngineReport
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readEngineReport(t, jsonPath)
 	var tests []string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(line, "|")
@@ -303,14 +289,7 @@ func TestEngineLlamaBenchPreset(t *testing.T) {
 		"--json", jsonPath, "--quiet"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep EngineReport
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readEngineReport(t, jsonPath)
 	if len(rep.Rows) != 2 {
 		t.Fatalf("%d rows, want tg and pp", len(rep.Rows))
 	}
@@ -322,6 +301,20 @@ func TestEngineLlamaBenchPreset(t *testing.T) {
 	if !strings.Contains(stdout.String(), "| tg4 |") || !strings.Contains(stdout.String(), "| pp512 |") {
 		t.Errorf("table:\n%s", stdout.String())
 	}
+}
+
+// readEngineReport reads the report --json wrote.
+func readEngineReport(t *testing.T, path string) EngineReport {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep EngineReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
 
 func TestCPUCopyBandwidth(t *testing.T) {

@@ -136,6 +136,14 @@ func BenchmarkDecodeQwen05BF16(b *testing.B) {
 // without it), for models synth writes no preset of, or mixes such as
 // Q4_K_M (ringlm synth --type Q4_K_M).
 func BenchmarkDecodeFile(b *testing.B) {
+	m, name := benchFile(b)
+	batch := benchEnvInt(b, "RINGLM_BENCH_BATCH", 1)
+	b.Run(fmt.Sprintf("%s/batch=%d", name, batch), func(b *testing.B) { benchDecode(b, m, batch) })
+}
+
+// benchFile loads the GGUF file named by RINGLM_BENCH_GGUF (closed with
+// the benchmark), skipping without it.
+func benchFile(b *testing.B) (*Model, string) {
 	path := os.Getenv("RINGLM_BENCH_GGUF")
 	if path == "" {
 		b.Skip("RINGLM_BENCH_GGUF names no file")
@@ -144,45 +152,35 @@ func BenchmarkDecodeFile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
+	b.Cleanup(func() { f.Close() })
 	m, err := Load(f)
 	if err != nil {
 		b.Fatal(err)
 	}
-	batch := 1
-	if s := os.Getenv("RINGLM_BENCH_BATCH"); s != "" {
-		if batch, err = strconv.Atoi(s); err != nil || batch < 1 {
-			b.Fatalf("RINGLM_BENCH_BATCH=%q: not a positive number", s)
-		}
+	return m, filepath.Base(path)
+}
+
+// benchEnvInt reads a positive number from the environment variable key
+// (def when unset).
+func benchEnvInt(b *testing.B, key string, def int) int {
+	s := os.Getenv(key)
+	if s == "" {
+		return def
 	}
-	b.Run(fmt.Sprintf("%s/batch=%d", filepath.Base(path), batch), func(b *testing.B) { benchDecode(b, m, batch) })
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: not a positive number", key, s)
+	}
+	return n
 }
 
 // BenchmarkPrefillFile: one prompt of RINGLM_BENCH_PROMPT tokens (default
 // 512, at most the model's context) per step, of the GGUF file named by
 // RINGLM_BENCH_GGUF (skipped without it).
 func BenchmarkPrefillFile(b *testing.B) {
-	path := os.Getenv("RINGLM_BENCH_GGUF")
-	if path == "" {
-		b.Skip("RINGLM_BENCH_GGUF names no file")
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	m, err := Load(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := 512
-	if s := os.Getenv("RINGLM_BENCH_PROMPT"); s != "" {
-		if n, err = strconv.Atoi(s); err != nil || n < 1 {
-			b.Fatalf("RINGLM_BENCH_PROMPT=%q: not a positive number", s)
-		}
-	}
-	n = min(n, m.Context)
-	b.Run(fmt.Sprintf("%s/%d", filepath.Base(path), n), func(b *testing.B) { benchPrefill(b, m, n) })
+	m, name := benchFile(b)
+	n := min(benchEnvInt(b, "RINGLM_BENCH_PROMPT", 512), m.Context)
+	b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) { benchPrefill(b, m, n) })
 }
 
 // benchPrefill times one prompt of n tokens per step and reports tok/s

@@ -28,6 +28,22 @@ DATA expc<>+76(SB)/4, $0x42b20000 // 89
 DATA expc<>+80(SB)/4, $0x80000000 // -0: the sign bit
 GLOBL expc<>(SB), RODATA|NOPTR, $84
 
+// EXPCONSTS16 loads EXP16's constants but Z27 (89).
+#define EXPCONSTS16 \
+	VBROADCASTSS expc<>+0(SB), Z20; \
+	VBROADCASTSS expc<>+4(SB), Z21; \
+	VBROADCASTSS expc<>+8(SB), Z22; \
+	VBROADCASTSS expc<>+12(SB), Z23; \
+	VBROADCASTSS expc<>+16(SB), Z13; \
+	VBROADCASTSS expc<>+20(SB), Z14; \
+	VBROADCASTSS expc<>+24(SB), Z15; \
+	VBROADCASTSS expc<>+28(SB), Z16; \
+	VBROADCASTSS expc<>+32(SB), Z17; \
+	VBROADCASTSS expc<>+36(SB), Z18; \
+	VBROADCASTSS expc<>+40(SB), Z19; \
+	VPBROADCASTD expc<>+48(SB), Z24; \
+	VPBROADCASTD expc<>+52(SB), Z25
+
 // EXP16(x, k, r, p, s) leaves exp32 of Z(x) in Z(x) (AVX-512; the
 // constants in Z13..Z25 and Z27 as loaded by softmaxAVX512). The clamps
 // keep a NaN: VMAXPS and VMINPS answer their second source when either
@@ -112,19 +128,7 @@ max:
 	VBROADCASTSS X30, Z29
 
 	// e = exp32(x - max), and Σ e in float64 lanes.
-	VBROADCASTSS expc<>+0(SB), Z20
-	VBROADCASTSS expc<>+4(SB), Z21
-	VBROADCASTSS expc<>+8(SB), Z22
-	VBROADCASTSS expc<>+12(SB), Z23
-	VBROADCASTSS expc<>+16(SB), Z13
-	VBROADCASTSS expc<>+20(SB), Z14
-	VBROADCASTSS expc<>+24(SB), Z15
-	VBROADCASTSS expc<>+28(SB), Z16
-	VBROADCASTSS expc<>+32(SB), Z17
-	VBROADCASTSS expc<>+36(SB), Z18
-	VBROADCASTSS expc<>+40(SB), Z19
-	VPBROADCASTD expc<>+48(SB), Z24
-	VPBROADCASTD expc<>+52(SB), Z25
+	EXPCONSTS16
 	VBROADCASTSS expc<>+76(SB), Z27
 	VPXORQ Z10, Z10, Z10
 	VPXORQ Z11, Z11, Z11
@@ -191,8 +195,23 @@ done:
 
 // AVX2: whole 16s only; softmax (simd_amd64.go) does the rest in Go.
 
+// EXPCONSTS8 loads EXP8's constants into Y4..Y15.
+#define EXPCONSTS8 \
+	VBROADCASTSS expc<>+0(SB), Y4; \
+	VBROADCASTSS expc<>+4(SB), Y5; \
+	VBROADCASTSS expc<>+8(SB), Y6; \
+	VBROADCASTSS expc<>+12(SB), Y7; \
+	VPBROADCASTD expc<>+56(SB), Y8; \
+	VBROADCASTSS expc<>+16(SB), Y9; \
+	VBROADCASTSS expc<>+20(SB), Y10; \
+	VBROADCASTSS expc<>+24(SB), Y11; \
+	VBROADCASTSS expc<>+28(SB), Y12; \
+	VBROADCASTSS expc<>+32(SB), Y13; \
+	VBROADCASTSS expc<>+36(SB), Y14; \
+	VBROADCASTSS expc<>+40(SB), Y15
+
 // EXP8(x) leaves exp32 of Y(x) in Y(x); constants as loaded by
-// expSumAVX2 (Y4..Y15 and memory), scratch Y1..Y3.
+// EXPCONSTS8 (and memory), scratch Y1..Y3.
 #define EXP8(x) \
 	VMAXPS x, Y4, x; \
 	VBROADCASTSS expc<>+76(SB), Y1; \
@@ -249,18 +268,7 @@ TEXT ·expSumAVX2(SB), NOSPLIT, $0-32
 	MOVQ x+0(FP), DI
 	MOVQ n+8(FP), CX
 	SHRQ $3, CX
-	VBROADCASTSS expc<>+0(SB), Y4
-	VBROADCASTSS expc<>+4(SB), Y5
-	VBROADCASTSS expc<>+8(SB), Y6
-	VBROADCASTSS expc<>+12(SB), Y7
-	VPBROADCASTD expc<>+56(SB), Y8
-	VBROADCASTSS expc<>+16(SB), Y9
-	VBROADCASTSS expc<>+20(SB), Y10
-	VBROADCASTSS expc<>+24(SB), Y11
-	VBROADCASTSS expc<>+28(SB), Y12
-	VBROADCASTSS expc<>+32(SB), Y13
-	VBROADCASTSS expc<>+36(SB), Y14
-	VBROADCASTSS expc<>+40(SB), Y15
+	EXPCONSTS8
 	// The lanes' sums stay in memory: sixteen registers hold the
 	// constants and operands.
 	VXORPD Y0, Y0, Y0
@@ -300,19 +308,7 @@ TEXT ·swigluAVX512(SB), NOSPLIT, $0-32
 	MOVQ n+24(FP), CX
 	SHRQ $4, CX
 	JZ   sdone
-	VBROADCASTSS expc<>+0(SB), Z20
-	VBROADCASTSS expc<>+4(SB), Z21
-	VBROADCASTSS expc<>+8(SB), Z22
-	VBROADCASTSS expc<>+12(SB), Z23
-	VBROADCASTSS expc<>+16(SB), Z13
-	VBROADCASTSS expc<>+20(SB), Z14
-	VBROADCASTSS expc<>+24(SB), Z15
-	VBROADCASTSS expc<>+28(SB), Z16
-	VBROADCASTSS expc<>+32(SB), Z17
-	VBROADCASTSS expc<>+36(SB), Z18
-	VBROADCASTSS expc<>+40(SB), Z19
-	VPBROADCASTD expc<>+48(SB), Z24
-	VPBROADCASTD expc<>+52(SB), Z25
+	EXPCONSTS16
 	VBROADCASTSS expc<>+80(SB), Z26
 	VBROADCASTSS expc<>+76(SB), Z27
 
@@ -343,18 +339,7 @@ TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
 	MOVQ n+24(FP), CX
 	SHRQ $3, CX
 	JZ   sdone
-	VBROADCASTSS expc<>+0(SB), Y4
-	VBROADCASTSS expc<>+4(SB), Y5
-	VBROADCASTSS expc<>+8(SB), Y6
-	VBROADCASTSS expc<>+12(SB), Y7
-	VPBROADCASTD expc<>+56(SB), Y8
-	VBROADCASTSS expc<>+16(SB), Y9
-	VBROADCASTSS expc<>+20(SB), Y10
-	VBROADCASTSS expc<>+24(SB), Y11
-	VBROADCASTSS expc<>+28(SB), Y12
-	VBROADCASTSS expc<>+32(SB), Y13
-	VBROADCASTSS expc<>+36(SB), Y14
-	VBROADCASTSS expc<>+40(SB), Y15
+	EXPCONSTS8
 
 sloop:
 	VBROADCASTSS expc<>+80(SB), Y0

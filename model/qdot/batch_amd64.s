@@ -17,6 +17,19 @@ GLOBL iota16<>(SB), RODATA|NOPTR, $64
 DATA lane15<>+0(SB)/4, $15
 GLOBL lane15<>(SB), RODATA|NOPTR, $4
 
+// ARGS12 loads the twelve-row kernels' first arguments: the rows at R8,
+// R9, R10, R11 (rows 0, 3, 6, 9) and R12 apart, the blocks CX, the
+// batch's quants SI and scales DI.
+#define ARGS12 \
+	MOVQ w+0(FP), R8; \
+	MOVQ ldw+8(FP), R12; \
+	LEAQ (R8)(R12*2), R9; ADDQ R12, R9; \
+	LEAQ (R9)(R12*2), R10; ADDQ R12, R10; \
+	LEAQ (R10)(R12*2), R11; ADDQ R12, R11; \
+	MOVQ nb+16(FP), CX; \
+	MOVQ xq+24(FP), SI; \
+	MOVQ xd+32(FP), DI
+
 // func q8PrepVNNI(w *byte, ldw uintptr, rows int, nb int, corr *int32, dw *float32)
 // For rows Q8_0 rows at w, ldw bytes apart, of nb blocks: corr[12b+r] =
 // -128·Σ quants of block b of row r, dw[12b+r] its scale as float32.
@@ -77,6 +90,24 @@ block:
 	VMULPS Z26, Z, Z; \
 	VADDPS Z, F, F
 
+// ZERO12 zeroes twelve Z registers.
+#define ZERO12(a, b, c, d, e, f, g, h, i, j, k, l) \
+	VPXORD a, a, a; VPXORD b, b, b; VPXORD c, c, c; \
+	VPXORD d, d, d; VPXORD e, e, e; VPXORD f, f, f; \
+	VPXORD g, g, g; VPXORD h, h, h; VPXORD i, i, i; \
+	VPXORD j, j, j; VPXORD k, k, k; VPXORD l, l, l
+
+// DPROW: one row (R8) against the block's eight 4-byte groups, into Z0.
+#define DPROW \
+	VMOVDQU32 0(SI), Z24; DP(2(R8), Z0); \
+	VMOVDQU32 64(SI), Z24; DP(6(R8), Z0); \
+	VMOVDQU32 128(SI), Z24; DP(10(R8), Z0); \
+	VMOVDQU32 192(SI), Z24; DP(14(R8), Z0); \
+	VMOVDQU32 256(SI), Z24; DP(18(R8), Z0); \
+	VMOVDQU32 320(SI), Z24; DP(22(R8), Z0); \
+	VMOVDQU32 384(SI), Z24; DP(26(R8), Z0); \
+	VMOVDQU32 448(SI), Z24; DP(30(R8), Z0)
+
 // DPJ(j): the twelve rows against 4-byte group j of the block (rows r at
 // R8, R9, R10, R11 for r/3, plus (r%3)·R12).
 #define DPJ(j) \
@@ -100,33 +131,25 @@ block:
 	KMOVW AX, K1; \
 	VSCATTERDPS Z, K1, off(BX)(Z27*1)
 
+// NEXTBLOCK12 moves the twelve rows (R8-R11), the batch's quants (SI)
+// and scales (DI) to the next block.
+#define NEXTBLOCK12 \
+	ADDQ $34, R8; ADDQ $34, R9; ADDQ $34, R10; ADDQ $34, R11; \
+	ADDQ $512, SI; ADDQ $64, DI
+
+// LANES(ldo, mask) sets Z27 to the lanes' byte offsets t·ldo and AX to
+// the mask of the inputs the batch holds, for SCATTER.
+#define LANES(ldo, mask) \
+	VPBROADCASTD ldo, Z27; \
+	VPMULLD iota16<>(SB), Z27, Z27; \
+	MOVWLZX mask, AX
+
 // func q8BatchVNNI(w *byte, ldw uintptr, nb int, xq *byte, xd *float32, corr *int32, dw *float32, out *float32, ldo uintptr, mask uint16)
 TEXT ·q8BatchVNNI(SB), NOSPLIT, $0-74
-	MOVQ w+0(FP), R8
-	MOVQ ldw+8(FP), R12
-	LEAQ (R8)(R12*2), R9
-	ADDQ R12, R9
-	LEAQ (R9)(R12*2), R10
-	ADDQ R12, R10
-	LEAQ (R10)(R12*2), R11
-	ADDQ R12, R11
-	MOVQ nb+16(FP), CX
-	MOVQ xq+24(FP), SI
-	MOVQ xd+32(FP), DI
+	ARGS12
 	MOVQ corr+40(FP), R13
 	MOVQ dw+48(FP), DX
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+	ZERO12(Z12, Z13, Z14, Z15, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
 
 block:
 	INIT(0, Z0)
@@ -162,21 +185,14 @@ block:
 	FIN(9, Z9, Z21)
 	FIN(10, Z10, Z22)
 	FIN(11, Z11, Z23)
-	ADDQ $34, R8
-	ADDQ $34, R9
-	ADDQ $34, R10
-	ADDQ $34, R11
-	ADDQ $512, SI
-	ADDQ $64, DI
+	NEXTBLOCK12
 	ADDQ $48, R13
 	ADDQ $48, DX
 	DECQ CX
 	JNZ  block
 
 	MOVQ out+56(FP), BX
-	VPBROADCASTD ldo+64(FP), Z27
-	VPMULLD iota16<>(SB), Z27, Z27
-	MOVWLZX mask+72(FP), AX
+	LANES(ldo+64(FP), mask+72(FP))
 	SCATTER(Z12, 0)
 	SCATTER(Z13, 4)
 	SCATTER(Z14, 8)
@@ -205,22 +221,7 @@ TEXT ·q8Batch1VNNI(SB), NOSPLIT, $0-66
 
 block:
 	INIT(0, Z0)
-	VMOVDQU32 0(SI), Z24
-	DP(2(R8), Z0)
-	VMOVDQU32 64(SI), Z24
-	DP(6(R8), Z0)
-	VMOVDQU32 128(SI), Z24
-	DP(10(R8), Z0)
-	VMOVDQU32 192(SI), Z24
-	DP(14(R8), Z0)
-	VMOVDQU32 256(SI), Z24
-	DP(18(R8), Z0)
-	VMOVDQU32 320(SI), Z24
-	DP(22(R8), Z0)
-	VMOVDQU32 384(SI), Z24
-	DP(26(R8), Z0)
-	VMOVDQU32 448(SI), Z24
-	DP(30(R8), Z0)
+	DPROW
 	VMOVUPS (DI), Z25
 	FIN(0, Z0, Z12)
 	ADDQ $34, R8
@@ -232,9 +233,7 @@ block:
 	JNZ  block
 
 	MOVQ out+48(FP), BX
-	VPBROADCASTD ldo+56(FP), Z27
-	VPMULLD iota16<>(SB), Z27, Z27
-	MOVWLZX mask+64(FP), AX
+	LANES(ldo+56(FP), mask+64(FP))
 	SCATTER(Z12, 0)
 	VZEROUPPER
 	RET
@@ -261,44 +260,12 @@ block:
 // func q8LaneVNNI(w *byte, ldw uintptr, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, rs uintptr, mask uint16)
 // Twelve rows at w, w+ldw, …; row r's outputs at out + r·rs.
 TEXT ·q8LaneVNNI(SB), NOSPLIT, $0-66
-	MOVQ w+0(FP), R8
-	MOVQ ldw+8(FP), R12
-	LEAQ (R8)(R12*2), R9
-	ADDQ R12, R9
-	LEAQ (R9)(R12*2), R10
-	ADDQ R12, R10
-	LEAQ (R10)(R12*2), R11
-	ADDQ R12, R11
-	MOVQ nb+16(FP), CX
-	MOVQ xq+24(FP), SI
-	MOVQ xd+32(FP), DI
+	ARGS12
 	VPBROADCASTD lane15<>(SB), Z29
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+	ZERO12(Z12, Z13, Z14, Z15, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
 
 lblock:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
+	ZERO12(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11)
 	DPJ(0)
 	DPJ(1)
 	DPJ(2)
@@ -320,20 +287,13 @@ lblock:
 	LFIN(Z9, Z21, (R11))
 	LFIN(Z10, Z22, (R11)(R12*1))
 	LFIN(Z11, Z23, (R11)(R12*2))
-	ADDQ $34, R8
-	ADDQ $34, R9
-	ADDQ $34, R10
-	ADDQ $34, R11
-	ADDQ $512, SI
-	ADDQ $64, DI
+	NEXTBLOCK12
 	DECQ CX
 	JNZ  lblock
 
 	MOVQ out+40(FP), BX
 	MOVQ rs+56(FP), R12
-	VPBROADCASTD ldo+48(FP), Z27
-	VPMULLD iota16<>(SB), Z27, Z27
-	MOVWLZX mask+64(FP), AX
+	LANES(ldo+48(FP), mask+64(FP))
 	SCATTER(Z12, 0)
 	ADDQ R12, BX
 	SCATTER(Z13, 0)
@@ -371,22 +331,7 @@ TEXT ·q8Lane1VNNI(SB), NOSPLIT, $0-50
 
 lblock:
 	VPXORD Z0, Z0, Z0
-	VMOVDQU32 0(SI), Z24
-	DP(2(R8), Z0)
-	VMOVDQU32 64(SI), Z24
-	DP(6(R8), Z0)
-	VMOVDQU32 128(SI), Z24
-	DP(10(R8), Z0)
-	VMOVDQU32 192(SI), Z24
-	DP(14(R8), Z0)
-	VMOVDQU32 256(SI), Z24
-	DP(18(R8), Z0)
-	VMOVDQU32 320(SI), Z24
-	DP(22(R8), Z0)
-	VMOVDQU32 384(SI), Z24
-	DP(26(R8), Z0)
-	VMOVDQU32 448(SI), Z24
-	DP(30(R8), Z0)
+	DPROW
 	VMOVUPS (DI), Z25
 	LFIN(Z0, Z12, (R8))
 	ADDQ $34, R8
@@ -396,9 +341,7 @@ lblock:
 	JNZ  lblock
 
 	MOVQ out+32(FP), BX
-	VPBROADCASTD ldo+40(FP), Z27
-	VPMULLD iota16<>(SB), Z27, Z27
-	MOVWLZX mask+48(FP), AX
+	LANES(ldo+40(FP), mask+48(FP))
 	SCATTER(Z12, 0)
 	VZEROUPPER
 	RET

@@ -248,20 +248,17 @@ func (g *gen) pv(w weight, s isa, n int) {
 
 // outAddr is the address of input t's output at byte offset off (BX,
 // R13 = BX+3·R12).
-func outAddr(t, off int) string {
-	switch t {
-	case 0:
-		return fmt.Sprintf("%d(BX)", off)
-	case 1:
-		return fmt.Sprintf("%d(BX)(R12*1)", off)
-	case 2:
-		return fmt.Sprintf("%d(BX)(R12*2)", off)
-	case 3:
-		return fmt.Sprintf("%d(R13)", off)
-	case 4:
-		return fmt.Sprintf("%d(R13)(R12*1)", off)
+func outAddr(t, off int) string { return strided(t, off, "R12", "BX", "R13") }
+
+// strided is the address of item t at byte offset off, items stride
+// apart from bases[0], the items from 3 on counted from bases[1], from 6
+// on from bases[2] (each base three strides past the one before).
+func strided(t, off int, stride string, bases ...string) string {
+	base := bases[t/3]
+	if t%3 == 0 {
+		return fmt.Sprintf("%d(%s)", off, base)
 	}
-	return fmt.Sprintf("%d(R13)(R12*2)", off)
+	return fmt.Sprintf("%d(%s)(%s*%d)", off, base, stride, t%3)
 }
 
 // prologue loads the arguments: R8.. the row pointers, SI the first
@@ -299,6 +296,17 @@ func (g *gen) rowsOut(rows int) {
 	}
 }
 
+// nextInput moves the rows' outputs (BX, and R8 for a fourth row) to
+// the next input's, unless t is the last.
+func (g *gen) nextInput(rows, t, n int) {
+	if t+1 < n {
+		g.f("\tADDQ R12, BX")
+		if rows > 3 {
+			g.f("\tADDQ R12, R8")
+		}
+	}
+}
+
 // rowOut is row r's output of the current input (BX, R13, R8).
 func rowOut(r int) string {
 	switch r {
@@ -319,26 +327,9 @@ func (g *gen) skipIfEmpty() {
 	g.f("\tJZ   fold")
 }
 
-// xAddr is input t's address at byte offset off of the current k-step.
-func xAddr(t, off int) string {
-	switch t {
-	case 0:
-		return fmt.Sprintf("%d(SI)", off)
-	case 1:
-		return fmt.Sprintf("%d(SI)(DX*1)", off)
-	case 2:
-		return fmt.Sprintf("%d(SI)(DX*2)", off)
-	case 3:
-		return fmt.Sprintf("%d(DI)", off)
-	case 4:
-		return fmt.Sprintf("%d(DI)(DX*1)", off)
-	case 5:
-		return fmt.Sprintf("%d(DI)(DX*2)", off)
-	case 6:
-		return fmt.Sprintf("%d(AX)", off)
-	}
-	return fmt.Sprintf("%d(AX)(DX*1)", off)
-}
+// xAddr is input t's address at byte offset off of the current k-step
+// (SI, DI = SI+3·DX, AX = SI+6·DX).
+func xAddr(t, off int) string { return strided(t, off, "DX", "SI", "DI", "AX") }
 
 // advance moves the row and input pointers to the next k-step.
 func (g *gen) advance(w weight, rows, n int) {
@@ -400,12 +391,7 @@ func (g *gen) avx512(w weight, rows, n int) {
 			g.f("\tVADDPS Y30, Y%d, Y%d", z, z)
 			g.reduce8(z, "X30", rowOut(r))
 		}
-		if t+1 < n {
-			g.f("\tADDQ R12, BX")
-			if rows > 3 {
-				g.f("\tADDQ R12, R8")
-			}
-		}
+		g.nextInput(rows, t, n)
 	}
 	g.f("\tVZEROUPPER")
 	g.f("\tRET")
@@ -459,12 +445,7 @@ func (g *gen) avx2(w weight, rows, n int) {
 			g.f("\tVADDSS X14, X%d, X%d", lo, lo)
 			g.f("\tVMOVSS X%d, %s", lo, rowOut(r))
 		}
-		if t+1 < n {
-			g.f("\tADDQ R12, BX")
-			if rows > 3 {
-				g.f("\tADDQ R12, R8")
-			}
-		}
+		g.nextInput(rows, t, n)
 	}
 	g.f("\tVZEROUPPER")
 	g.f("\tRET")
