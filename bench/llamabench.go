@@ -163,17 +163,22 @@ func badOptionf(format string, a ...any) error { return badOption{fmt.Sprintf(fo
 // the model's context: a pp prompt and the one token sampled after it
 // (the engine keeps room for it, where llama.cpp fills the context), a tg
 // prompt and every token its window generates.
-func llamaTestFits(t LlamaTest, context, budget, warm int) error {
+// llamaTestLen is the positions a test's request holds: the prompt and
+// the token sampled after it, or the tg prompt, its warm-up steps, the
+// timed steps and a margin.
+func llamaTestLen(t LlamaTest, budget, warm int) int {
 	if t.Prompt > 0 {
-		if t.Prompt+1 > context {
-			return badOptionf("%s: a prompt of %d tokens and the one sampled after it exceed the model's context of %d (at most pp%d)",
-				t, t.Prompt, context, context-1)
-		}
-		return nil
+		return t.Prompt + 1
 	}
-	if need := llamaTGPrompt + engDecodeTokens(1, llamaTGPrompt, budget, warm, t.Gen); need > context {
-		return badOptionf("%s: its request holds %d positions (the prompt, %d warm-up steps and a margin), more than the model's context of %d",
-			t, need, warm, context)
+	return llamaTGPrompt + engDecodeTokens(1, llamaTGPrompt, budget, warm, t.Gen)
+}
+
+// llamaMaxContext bounds the context a test may grow the engine's to.
+const llamaMaxContext = 1 << 17
+
+func llamaTestFits(t LlamaTest, budget, warm int) error {
+	if n := llamaTestLen(t, budget, warm); n > llamaMaxContext {
+		return badOptionf("%s: its request holds %d positions, more than %d", t, n, llamaMaxContext)
 	}
 	return nil
 }
@@ -211,9 +216,15 @@ func RunLlamaBench(o LlamaBenchOptions) ([]LlamaBenchResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A pp test's prompt goes in one step, as llama-bench's default
+	// n_ubatch of 512 takes pp512 in one batch.
+	longestPP := 0
+	for _, t := range o.Tests {
+		longestPP = max(longestPP, t.Prompt)
+	}
 	budget := o.TokenBudget
 	if budget <= 0 {
-		budget = runner.DefaultTokenBudget(kind)
+		budget = max(runner.DefaultTokenBudget(kind), longestPP)
 	}
 
 	w, err := runner.Open(o.Model)
@@ -230,16 +241,20 @@ func RunLlamaBench(o LlamaBenchOptions) ([]LlamaBenchResult, error) {
 	}()
 	cfg := w.Model.Config
 	const bs = model.DefaultBlockSize
-	blocks := 16
+	blocks, longest := 16, 0
 	for _, t := range o.Tests {
-		if err := llamaTestFits(t, cfg.Context, budget, o.Warmup); err != nil {
+		if err := llamaTestFits(t, budget, o.Warmup); err != nil {
 			return nil, err
 		}
-		positions := t.Prompt + 1
-		if t.Gen > 0 {
-			positions = llamaTGPrompt + engDecodeTokens(1, llamaTGPrompt, budget, o.Warmup, t.Gen)
-		}
+		positions := llamaTestLen(t, budget, o.Warmup)
+		longest = max(longest, positions)
 		blocks = max(blocks, (positions+bs-1)/bs+1)
+	}
+	// The engine's context grows to the longest test, as llama-bench sizes
+	// n_ctx to each test: RoPE takes any position, and the tests measure
+	// speed (gocoder's 512-token context and its pp512).
+	if longest > cfg.Context {
+		w.Model.Context = longest
 	}
 	base := LlamaBenchResult{ModelFilename: o.Model, ModelType: ModelType(w.File), TypeK: strings.ToLower(o.KVType),
 		TypeV: strings.ToLower(o.KVType), TokenBudget: budget}
@@ -247,13 +262,14 @@ func RunLlamaBench(o LlamaBenchOptions) ([]LlamaBenchResult, error) {
 
 	defer withThreads(o.Threads)()
 	ro.Slots, ro.TokenBudget, ro.KVBlocks = 1, budget, blocks
+	ro.PrefillChunk = min(max(longestPP, runner.DefaultPrefillChunk(kind, budget)), budget)
 	lm, b, err := engStart(w, ro, o.Warmup, budget)
 	if err != nil {
 		return nil, err
 	}
 	base.Device, base.NThreads = lm.Engine.DeviceName(), runtime.GOMAXPROCS(0)
 	base.Backends = strings.ToUpper(lm.Device)
-	base.PrefillChunk = runner.DefaultPrefillChunk(lm.Device, budget)
+	base.PrefillChunk = ro.PrefillChunk
 	if lm.Device == "cuda" {
 		base.TypeK, base.TypeV = "f16", "f16" // the CUDA device keeps an f16 KV cache
 	}

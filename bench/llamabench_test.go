@@ -158,9 +158,7 @@ func TestLlamaBenchUsage(t *testing.T) {
 		{[]string{"--llama-bench", "--batch", "4"}, "--batch is for the decode and prefill rows"},
 		{[]string{"-t", "-1"}, "-t -1"},
 		{[]string{"-t", strconv.Itoa(startProcs + 1)}, fmt.Sprintf("started with GOMAXPROCS %d", startProcs)},
-		// The tiny model's context is 2048: known once the model is read.
-		{[]string{"-p", "2048"}, "pp2048: a prompt of 2048 tokens and the one sampled after it exceed the model's context of 2048 (at most pp2047)"},
-		{[]string{"-n", "2040"}, "tg2040: its request holds"},
+		{[]string{"-p", "200000"}, "pp200000: its request holds 200001 positions, more than 131072"},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"-m", path, "--device", "cpu", "--quiet"}, c.args...)
@@ -169,6 +167,25 @@ func TestLlamaBenchUsage(t *testing.T) {
 			!strings.HasPrefix(stderr.String(), "ringlm bench engine: ") || stdout.Len() != 0 {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and one line with %q", c.args, code, stderr.String(), c.want)
 		}
+	}
+}
+
+// A test longer than the model's context grows the engine's, as
+// llama-bench sizes n_ctx to each test (the tiny model's context is 2048),
+// and a pp test's prompt goes in one step.
+func TestLlamaBenchGrowsContext(t *testing.T) {
+	path := engTinyModel(t)
+	var stdout, stderr bytes.Buffer
+	args := []string{"-m", path, "--device", "cpu", "--quiet", "--tests", "pp2100", "-r", "1", "-o", "json"}
+	if code := EngineMain(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rs []LlamaBenchResult
+	if err := json.Unmarshal(stdout.Bytes(), &rs); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	if len(rs) != 1 || rs[0].NPrompt != 2100 || len(rs[0].SamplesTS) != 1 || !(rs[0].AvgTS > 0) || rs[0].PrefillChunk != 2100 {
+		t.Errorf("results %+v; want one pp2100 repetition in one prompt step of 2100", rs)
 	}
 }
 

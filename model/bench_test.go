@@ -1,10 +1,12 @@
 package model
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -129,10 +131,19 @@ func BenchmarkDecodeQwen05BF16(b *testing.B) {
 	benchDecode(b, benchModel(b, "qwen2.5-0.5b", "", gguf.TypeF16), 1)
 }
 
-// BenchmarkDecodeFile: batch-1 decode steps of the GGUF file named by
-// RINGLM_BENCH_GGUF (skipped without it), for models synth writes no
-// preset of, or mixes such as Q4_K_M (ringlm synth --type Q4_K_M).
+// BenchmarkDecodeFile: decode steps of RINGLM_BENCH_BATCH sequences
+// (default 1) of the GGUF file named by RINGLM_BENCH_GGUF (skipped
+// without it), for models synth writes no preset of, or mixes such as
+// Q4_K_M (ringlm synth --type Q4_K_M).
 func BenchmarkDecodeFile(b *testing.B) {
+	m, name := benchFile(b)
+	batch := benchEnvInt(b, "RINGLM_BENCH_BATCH", 1)
+	b.Run(fmt.Sprintf("%s/batch=%d", name, batch), func(b *testing.B) { benchDecode(b, m, batch) })
+}
+
+// benchFile loads the GGUF file named by RINGLM_BENCH_GGUF (closed with
+// the benchmark), skipping without it.
+func benchFile(b *testing.B) (*Model, string) {
 	path := os.Getenv("RINGLM_BENCH_GGUF")
 	if path == "" {
 		b.Skip("RINGLM_BENCH_GGUF names no file")
@@ -141,12 +152,58 @@ func BenchmarkDecodeFile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
+	b.Cleanup(func() { f.Close() })
 	m, err := Load(f)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run(filepath.Base(path), func(b *testing.B) { benchDecode(b, m, 1) })
+	return m, filepath.Base(path)
+}
+
+// benchEnvInt reads a positive number from the environment variable key
+// (def when unset).
+func benchEnvInt(b *testing.B, key string, def int) int {
+	s := os.Getenv(key)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: not a positive number", key, s)
+	}
+	return n
+}
+
+// BenchmarkPrefillFile: one prompt of RINGLM_BENCH_PROMPT tokens (default
+// 512, at most the model's context) per step, of the GGUF file named by
+// RINGLM_BENCH_GGUF (skipped without it).
+func BenchmarkPrefillFile(b *testing.B) {
+	m, name := benchFile(b)
+	n := min(benchEnvInt(b, "RINGLM_BENCH_PROMPT", 512), m.Context)
+	b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) { benchPrefill(b, m, n) })
+}
+
+// benchPrefill times one prompt of n tokens per step and reports tok/s
+// and the CPU time per token.
+func benchPrefill(b *testing.B, m *Model, n int) {
+	blocks := (n + DefaultBlockSize - 1) / DefaultBlockSize
+	kv, err := NewKVPool(&m.Config, gguf.TypeF16, blocks, DefaultBlockSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := make([]int32, n)
+	for i := range toks {
+		toks[i] = int32(i * 7 % m.Vocab)
+	}
+	logits := make([]float32, m.Vocab)
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if err := m.Forward(kv, []Seq{{Tokens: toks, Blocks: seqBlocks(0, blocks), Logits: logits}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tok/s")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/float64(n*b.N), "cpu-ms/tok")
 }
 
 // qwen05Bench loads a Qwen2.5-0.5B-shaped model (a 1 GB file written once
@@ -187,21 +244,5 @@ func BenchmarkDecodeQwen05(b *testing.B) {
 
 // BenchmarkPrefillQwen05: one 128-token prompt per step (qwen05Bench).
 func BenchmarkPrefillQwen05(b *testing.B) {
-	qwen05Bench(b, func(b *testing.B, m *Model) {
-		kv, err := NewKVPool(&m.Config, gguf.TypeF16, 8, DefaultBlockSize)
-		if err != nil {
-			b.Fatal(err)
-		}
-		toks := make([]int32, 128)
-		for i := range toks {
-			toks[i] = int32(i * 7 % m.Vocab)
-		}
-		logits := make([]float32, m.Vocab)
-		for b.Loop() {
-			if err := m.Forward(kv, []Seq{{Tokens: toks, Blocks: seqBlocks(0, 8), Logits: logits}}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(len(toks)*b.N)/b.Elapsed().Seconds(), "tok/s")
-	})
+	qwen05Bench(b, func(b *testing.B, m *Model) { benchPrefill(b, m, 128) })
 }

@@ -2,27 +2,36 @@
 // Mistral files; qwen2; phi3), the model configuration read from GGUF
 // metadata, the tensor-name map, the RoPE style of each architecture, the
 // paged KV pool of the CPU, and the CPU reference forward pass that every
-// device is checked against, with AVX2 kernels and a pure-Go fallback.
+// device is checked against, with AVX-512 and AVX2 kernels and a pure-Go
+// fallback that give the same bits.
 //
 // Load maps tensors by their llama.cpp names and checks every tensor's
 // presence, type and shape. Matrices stay in the mapped GGUF file
 // (WeightTypes: F32, F16, BF16, Q8_0 and every type package quant reads).
-// Products with F32/F16/BF16 matrices dequantize rows on the fly and dot
+// Products with F32/F16/BF16 matrices convert rows on the fly and dot
 // them with the float32 input. Quantized matrices with a kernel in
 // package qdot take ggml's integer path by default: the input is quantized
 // to 8 bits per block once per product, and each row's dot product is
-// integer arithmetic times the blocks' scales; SetActivations
-// (FloatActivations) puts them on the float path, the reference the
-// oracle and the GPU are held to. Embedding rows are read by Row, which
-// falls back to quant.Dequantize for types without a conversion here.
+// integer arithmetic times the blocks' scales (Q8_0 against three inputs
+// or more: qdot's batch kernel, 12 rows × 16 inputs with AVX-512 VNNI);
+// SetActivations (FloatActivations) puts them on the float path, the
+// reference the oracle and the GPU are held to. Embedding rows are read
+// by Row, which falls back to quant.Dequantize for types without a
+// conversion here.
 //
 // Forward(kv, seqs) runs one step for a batch of sequences, each with its
 // tokens, start position and block table: all tokens of the step form one
-// matrix, each weight row is dequantized once per step and dotted with
-// every token (weights are read once per step), and attention reads each
-// sequence's own paged KV. Every per-token computation uses a fixed
-// summation order, so a sequence's logits are bitwise identical alone, in
-// any batch and in any prefill chunking. RoPE follows llama.cpp: adjacent
+// matrix, multiplied by each weight matrix in tiles of a few rows × a few
+// tokens whose weights stay in cache while the tokens pass over them
+// (tiles.go; weights are read from memory once per panel of tokens), and
+// attention (attention.go) runs per head over chunks of a sequence's
+// queries against its own paged KV, scores and weighted sums in tiles,
+// softmax vectorized. Parallel work goes to a pool of helpers that stay
+// between the few hundred regions of a step (pool.go). Every per-token
+// computation uses a fixed summation order, the same in every
+// implementation (Go, AVX2, AVX-512), so a sequence's logits are bitwise
+// identical alone, in any batch, in any prefill chunking and on any
+// machine. RoPE follows llama.cpp: adjacent
 // pairs for llama (whose Q/K rows the converter permuted), halves (NEOX)
 // for qwen2 and phi3, frequencies divided by rope_freqs where present. The
 // KV pool (KVPool) is F32 or F16, laid out per layer as [block][position

@@ -30,6 +30,8 @@ type scratch struct {
 	rows                                                   []int
 	dsts                                                   [][]float32
 	inv                                                    []float32
+	first                                                  []int
+	items                                                  []attnItem
 }
 
 func buf(b *[]float32, n int) []float32 {
@@ -88,7 +90,9 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 		seq, pos int
 	}
 	toks := make([]tok, 0, T)
+	first := make([]int, len(seqs))
 	for i := range seqs {
+		first[i] = len(toks)
 		for j := range seqs[i].Tokens {
 			toks = append(toks, tok{i, seqs[i].Pos + j})
 		}
@@ -98,6 +102,7 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 	sc := &m.scratch
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	sc.first = first
 	x := buf(&sc.x, T*dim)
 	xn := buf(&sc.xn, T*dim)
 	for t, tk := range toks {
@@ -149,13 +154,7 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 			s := &seqs[toks[t].seq]
 			kv.store(l, s.Blocks, toks[t].pos, k[t*kvd:(t+1)*kvd], v[t*kvd:(t+1)*kvd])
 		}
-		m.pool.parallelRows(T, (toks[T-1].pos+1)*qd, func(lo, hi int) {
-			kb := make([]float32, kvd)
-			var scores []float32
-			for t := lo; t < hi; t++ {
-				scores = m.attend(kv, l, seqs[toks[t].seq].Blocks, toks[t].pos, q[t*qd:(t+1)*qd], att[t*qd:(t+1)*qd], scores, kb)
-			}
-		})
+		m.attention(kv, l, seqs, sc.first, q, att)
 		m.pool.matmul(proj, &L.Out, att, T)
 		addInto(x, proj)
 
@@ -164,17 +163,13 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 		if m.arch.fusedUp {
 			m.pool.matmul(up, &L.Up, xn, T)
 			for t := 0; t < T; t++ {
-				r := up[t*2*ff:]
-				for i := 0; i < ff; i++ {
-					act[t*ff+i] = silu(r[i]) * r[ff+i]
-				}
+				r := up[t*2*ff : (t+1)*2*ff]
+				swiglu(act[t*ff:(t+1)*ff], r[:ff], r[ff:])
 			}
 		} else {
 			m.pool.matmul(gate, &L.Gate, xn, T)
 			m.pool.matmul(up[:T*ff], &L.Up, xn, T)
-			for i := range act {
-				act[i] = silu(gate[i]) * up[i]
-			}
+			swiglu(act, gate, up[:T*ff])
 		}
 		m.pool.matmul(proj, &L.Down, act, T)
 		addInto(x, proj)
@@ -249,8 +244,6 @@ func addInto(x, y []float32) {
 	}
 }
 
-func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
-
 // ropeTables computes cos and sin of every rotated frequency at each
 // token's position (row t of cos/sin, RopeDim/2 wide), in float32 as HF
 // does: inv_freq = 1/base^(2i/d), divided by rope_freqs' factor where
@@ -297,71 +290,5 @@ func (m *Model) rope(x []float32, heads int, cos, sin []float32) {
 			*a = x0*cos[i] - x1*sin[i]
 			*b = x0*sin[i] + x1*cos[i]
 		}
-	}
-}
-
-// attend computes causal attention of one token (query q, all heads) at
-// position pos over the positions it sees of its sequence (windowStart),
-// into out.
-func (m *Model) attend(kv *KVPool, layer int, table []int32, pos int, q, out, scores, kb []float32) []float32 {
-	c := &m.Config
-	p0 := c.windowStart(pos)
-	hd, group, n := c.HeadDim, c.Heads/c.KVHeads, pos-p0+1
-	if cap(scores) < c.Heads*n {
-		scores = make([]float32, c.Heads*n)
-	}
-	scores = scores[:c.Heads*n]
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	for i := 0; i < n; i++ {
-		key := kv.load(layer, 0, table, p0+i, kb)
-		for h := 0; h < c.Heads; h++ {
-			kh := (h / group) * hd
-			scores[h*n+i] = dot(q[h*hd:(h+1)*hd], key[kh:kh+hd]) * scale
-		}
-	}
-	for h := 0; h < c.Heads; h++ {
-		softmax(scores[h*n : (h+1)*n])
-	}
-	for i := range out {
-		out[i] = 0
-	}
-	for i := 0; i < n; i++ {
-		val := kv.load(layer, 1, table, p0+i, kb)
-		for h := 0; h < c.Heads; h++ {
-			w := scores[h*n+i]
-			kh := (h / group) * hd
-			o, vv := out[h*hd:(h+1)*hd], val[kh:kh+hd]
-			for j := range o {
-				o[j] += w * vv[j]
-			}
-		}
-	}
-	return scores
-}
-
-// windowStart is the first position a token at pos attends to: 0, or
-// with a sliding window of w positions pos-w+1 (HF's mask keeps
-// kv > q - w; llama.cpp masks p1 - p0 >= n_swa: the same w positions).
-func (c *Config) windowStart(pos int) int {
-	if c.SlidingWindow > 0 {
-		return max(0, pos-c.SlidingWindow+1)
-	}
-	return 0
-}
-
-func softmax(x []float32) {
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for i, v := range x {
-		e := float32(math.Exp(float64(v - mx)))
-		x[i] = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for i := range x {
-		x[i] *= inv
 	}
 }

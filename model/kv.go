@@ -76,17 +76,36 @@ func (p *KVPool) store(layer int, table []int32, pos int, k, v []float32) {
 	}
 }
 
-// load reads position pos of layer's keys (kv=0) or values (kv=1); F32
-// pools return a view, F16 pools convert into buf.
-func (p *KVPool) load(layer, kv int, table []int32, pos int, buf []float32) []float32 {
-	o := p.offset(table, pos)
-	if p.f32 != nil {
-		return p.f32[2*layer+kv][o : o+p.KVDim]
+// rows appends to dst the address of positions [from, to) of layer's
+// keys (kv=0) or values (kv=1), off elements into each position's row.
+func (p *KVPool) rows(layer, kv int, table []int32, from, to, off int, dst []*byte) []*byte {
+	for pos := from; pos < to; pos++ {
+		o := p.offset(table, pos) + off
+		if p.f32 != nil {
+			dst = append(dst, (*byte)(unsafe.Pointer(&p.f32[2*layer+kv][o])))
+		} else {
+			dst = append(dst, (*byte)(unsafe.Pointer(&p.f16[2*layer+kv][o])))
+		}
 	}
-	src := p.f16[2*layer+kv][o : o+p.KVDim]
-	// The same conversion as F16 weight rows (bit-identical to the table).
-	rowF16(buf[:p.KVDim], unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(src))), 2*len(src)))
-	return buf
+	return dst
+}
+
+// elemBytes is the size of one element.
+func (p *KVPool) elemBytes() int {
+	if p.f32 != nil {
+		return 4
+	}
+	return 2
+}
+
+// convert reads len(dst) elements at src, an address from rows.
+func (p *KVPool) convert(dst []float32, src *byte) {
+	b := unsafe.Slice(src, p.elemBytes()*len(dst))
+	if p.f32 != nil {
+		rowF32(dst, b)
+		return
+	}
+	rowF16(dst, b)
 }
 
 // Copy copies block src to block dst in every layer (copy-on-write of a

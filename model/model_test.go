@@ -131,3 +131,32 @@ func TestForwardRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardLevelsAgree: a whole forward pass on the float path gives
+// the same logits, bit for bit, on every kernel level the machine has
+// (the integer path's qdot kernels are held to each other in package
+// qdot; RINGLM_CPU runs a whole process on a lower level).
+func TestForwardLevelsAgree(t *testing.T) {
+	for _, arch := range synth.Archs {
+		m := tinyModel(t, arch, gguf.TypeF16)
+		var want []float32
+		for _, l := range levels() {
+			atLevel(l, func() {
+				kv, _ := NewKVPool(&m.Config, gguf.TypeF16, 8, DefaultBlockSize)
+				logits := make([]float32, len(prompt)*m.Vocab)
+				if err := m.Forward(kv, []Seq{{Tokens: prompt, Blocks: seqBlocks(0, 2), Logits: logits, AllLogits: true}}); err != nil {
+					t.Fatal(err)
+				}
+				if want == nil {
+					want = logits
+					return
+				}
+				for i := range want {
+					if !sameFloat(logits[i], want[i]) {
+						t.Fatalf("%s at %s: logit %d = %g, at %s %g", arch, l, i, logits[i], levels()[0], want[i])
+					}
+				}
+			})
+		}
+	}
+}

@@ -39,11 +39,11 @@ func TestInt8MatmulBatchInvariant(t *testing.T) {
 		const n = 5
 		xs := randVec(rng, n*cols)
 		outN := make([]float32, n*m.Rows)
-		(&pool{workers: 2}).matmul(outN, &m, xs, n)
+		newPool(2).matmul(outN, &m, xs, n)
 		for tk := range n {
 			x := xs[tk*cols : (tk+1)*cols]
 			out1 := make([]float32, m.Rows)
-			(&pool{workers: 1}).matmul(out1, &m, x, 1)
+			newPool(1).matmul(out1, &m, x, 1)
 			sameBits(t, fmt.Sprintf("%s input %d", typ, tk), out1, outN[tk*m.Rows:(tk+1)*m.Rows])
 			var a qdot.Acts
 			a.Quantize(m.kern.Act, x)

@@ -3,60 +3,23 @@
 package model
 
 import (
+	"slices"
 	"unsafe"
 
 	"ringlm/gguf"
 	"ringlm/internal/cpufeat"
 )
 
-// Dispatch of the CPU forward's inner loops on amd64. One decision per
-// process, taken at init (package cpufeat): if the CPU (and OS) support
-// AVX2, FMA and F16C, every dot product and row conversion runs in assembly
-// (simd_amd64.s); otherwise every one runs in Go (simd_generic.go). The two
-// paths never mix within a process, so bitwise batch invariance holds
-// either way.
-//
-// The assembly dot product's summation order depends only on the length n
-// (never on alignment or on the caller):
-//
-//   - eight 8-lane accumulators A0..A7, all +0;
-//   - for each full 64-element chunk at i: Ak[l] = fma(a[i+8k+l], b[i+8k+l], Ak[l]);
-//   - then the remaining full 8-element chunks (at most seven), the j-th
-//     into Aj the same way;
-//   - V = ((A0+A1)+(A2+A3)) + ((A4+A5)+(A6+A7)) lane by lane;
-//   - W[l] = V[l]+V[l+4] (l<4); U0 = W0+W2, U1 = W1+W3; s = U0+U1;
-//   - then the last n%8 elements in order: s = fma(a[i], b[i], s).
-//
-// fma rounds once (VFMADD231PS/SS). The fused row·x kernels (dotF16AVX2,
-// dotBF16AVX2, dotQ8_0AVX2) convert each weight exactly as the row
-// conversions do and follow this same order, so dotRows is bitwise equal to
-// Row followed by dot.
+//go:generate go run ./internal/tilegen
+
+// Dispatch of the float path on amd64: the tile kernels of
+// tiles_amd64.s (AVX-512 where the CPU has it, else AVX2; package
+// cpufeat decides once per process), which follow the order of tiles.go
+// bit for bit, for lengths that are multiples of 16; Go otherwise. The
+// row conversions of simd_amd64.s give the Go conversions' bits.
 
 // simdKernel names the kernels this process uses.
-var simdKernel = "go"
-
-var useAVX2 = cpufeat.AVX2
-
-func init() {
-	if useAVX2 {
-		simdKernel = "avx2+fma+f16c"
-	}
-}
-
-// Assembly kernels. Lengths are the callers' business: the wrappers below
-// slice their arguments so that Go's bounds checks run first.
-
-//go:noescape
-func dotAVX2(a, b []float32) float32
-
-//go:noescape
-func dotF16AVX2(w []byte, x []float32) float32
-
-//go:noescape
-func dotBF16AVX2(w []byte, x []float32) float32
-
-//go:noescape
-func dotQ8_0AVX2(w []byte, x []float32) float32
+var simdKernel = kernelLevel.String()
 
 // rowF16AVX2 reports whether src held a half with an all-ones exponent
 // (infinity or NaN); the caller then redoes the row in Go, because
@@ -71,12 +34,68 @@ func rowBF16AVX2(dst []float32, src []byte)
 //go:noescape
 func rowQ8_0AVX2(dst []float32, src []byte)
 
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	if useAVX2 {
-		return dotAVX2(a, b)
+// isaIndex is kernelLevel's index in tileKernels, or -1 for Go.
+func isaIndex() int {
+	switch {
+	case kernelLevel >= cpufeat.LevelAVX512:
+		return 1
+	case kernelLevel >= cpufeat.LevelAVX2:
+		return 0
 	}
-	return dotGo(a, b)
+	return -1
+}
+
+// tileKernels are the kernels for products with m (by inputs per tile,
+// 1..len), the rows of a tile, and whether the rows must be converted to
+// float32 first (types without a kernel of their own); nil for the Go
+// path.
+func (m *Matrix) tileKernels() (ks []tileKernel, rows int, convert bool) {
+	i := isaIndex()
+	if i < 0 || m.Cols%16 != 0 || m.Cols == 0 {
+		return nil, 0, false
+	}
+	w := slices.Index([]gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16}, m.Type)
+	if w < 0 { // converted a tile at a time into the scratch rows, read from cache
+		return tileKernels[i][0], tileRows[i], true
+	}
+	return tileKernels[i][w], tileRows[i], false
+}
+
+// kvIndex is the KV pool's element type's index in the kernel tables.
+func kvIndex(kv *KVPool) int {
+	if kv.f32 != nil {
+		return 0
+	}
+	return 1
+}
+
+// kvTileKernels are the tile kernels for scores against the pool's keys
+// of hd elements, and their rows per tile; nil for the Go path.
+func kvTileKernels(kv *KVPool, hd int) ([]tileKernel, int) {
+	i := isaIndex()
+	if i < 0 || hd%16 != 0 {
+		return nil, 0
+	}
+	return tileKernels[i][kvIndex(kv)], tileRows[i]
+}
+
+// kvPVKernels are the weighted-sum kernels over the pool's values of hd
+// elements, the columns one call covers at most and the columns per unit
+// of its w; nil for the Go path.
+func kvPVKernels(kv *KVPool, hd int) (ks []pvKernel, cols, unit int) {
+	i := isaIndex()
+	if i < 0 || hd%16 != 0 {
+		return nil, 0, 0
+	}
+	return pvKernels[i][kvIndex(kv)], pvCols[i], pvCols[i] / 4
+}
+
+// pvWidth is the queries a weighted-sum kernel takes at most.
+func pvWidth(kv *KVPool, hd int) int {
+	if ks, _, _ := kvPVKernels(kv, hd); ks != nil {
+		return len(ks)
+	}
+	return 4
 }
 
 // f32s views the first n float32 values of src in place.
@@ -94,14 +113,14 @@ func rowF32(dst []float32, src []byte) {
 
 func rowF16(dst []float32, src []byte) {
 	src = src[:2*len(dst)]
-	if !useAVX2 || rowF16AVX2(dst, src) {
+	if !cpufeat.AVX2 || rowF16AVX2(dst, src) {
 		rowF16Go(dst, src)
 	}
 }
 
 func rowBF16(dst []float32, src []byte) {
 	src = src[:2*len(dst)]
-	if useAVX2 {
+	if cpufeat.AVX2 {
 		rowBF16AVX2(dst, src)
 		return
 	}
@@ -110,49 +129,74 @@ func rowBF16(dst []float32, src []byte) {
 
 func rowQ8_0(dst []float32, src []byte) {
 	src = src[:len(dst)/32*34]
-	if useAVX2 {
+	if cpufeat.AVX2 {
 		rowQ8_0AVX2(dst, src)
 		return
 	}
 	rowQ8_0Go(dst, src)
 }
 
-// dotRows sets out[i] to row lo+i of m dotted with x (len Cols), bitwise
-// equal to m.Row(lo+i, row) followed by dot(row, x); row (len Cols) is
-// scratch. With the assembly path each row is converted in registers,
-// never written to the scratch row.
-func (m *Matrix) dotRows(out []float32, lo int, x, row []float32) {
-	cols, rb := m.Cols, m.rowBytes
-	x = x[:cols]
-	data := m.Data[lo*rb : (lo+len(out))*rb]
-	if useAVX2 {
-		switch m.Type {
-		case gguf.TypeF32:
-			for i := range out {
-				out[i] = dotAVX2(f32s(data[i*rb:], cols), x)
-			}
-			return
-		case gguf.TypeF16:
-			for i := range out {
-				out[i] = dotF16AVX2(data[i*rb:i*rb+2*cols], x)
-			}
-			return
-		case gguf.TypeBF16:
-			for i := range out {
-				out[i] = dotBF16AVX2(data[i*rb:i*rb+2*cols], x)
-			}
-			return
-		case gguf.TypeQ8_0:
-			if cols%32 == 0 {
-				for i := range out {
-					out[i] = dotQ8_0AVX2(data[i*rb:i*rb+cols/32*34], x)
-				}
-				return
-			}
+//go:noescape
+func softmaxAVX512(x *float32, n int, scale float32)
+
+//go:noescape
+func scaleMaxAVX2(x *float32, n int, scale float32) float32
+
+//go:noescape
+func expSumAVX2(x *float32, n int, mx float32, lanes *[16]float64)
+
+// softmax is softmaxGo's bits: in assembly with AVX-512; with AVX2 the
+// whole 16s in assembly and the rest in Go, each pass in the same order.
+func softmax(x []float32, scale float32) {
+	n := len(x)
+	switch i := isaIndex(); {
+	case n == 0:
+	case i == 1:
+		softmaxAVX512(&x[0], n, scale)
+	case i == 0 && n >= 16:
+		n16 := n &^ 15
+		mx := scaleMaxAVX2(&x[0], n16, scale)
+		for j := n16; j < n; j++ {
+			x[j] *= scale
+			mx = max(mx, x[j])
+		}
+		var s [16]float64
+		expSumAVX2(&x[0], n16, mx, &s)
+		for j := n16; j < n; j++ {
+			x[j] = exp32(x[j] - mx)
+			s[j%16] += float64(x[j])
+		}
+		inv := float32(1 / sum16(&s))
+		for j := range x {
+			x[j] *= inv
+		}
+	default:
+		softmaxGo(x, scale)
+	}
+}
+
+//go:noescape
+func swigluAVX512(out, gate, up *float32, n int)
+
+//go:noescape
+func swigluAVX2(out, gate, up *float32, n int)
+
+// swiglu is swigluGo's bits: whole vectors in assembly, the rest in Go.
+func swiglu(out, gate, up []float32) {
+	n := len(gate)
+	up, out = up[:n], out[:n]
+	v := 0
+	switch isaIndex() {
+	case 1:
+		v = n &^ 15
+		if v > 0 {
+			swigluAVX512(&out[0], &gate[0], &up[0], v)
+		}
+	case 0:
+		v = n &^ 7
+		if v > 0 {
+			swigluAVX2(&out[0], &gate[0], &up[0], v)
 		}
 	}
-	for i := range out {
-		m.Row(lo+i, row)
-		out[i] = dot(row, x)
-	}
+	swigluGo(out[v:], gate[v:], up[v:])
 }

@@ -7,34 +7,8 @@ import (
 	"ringlm/gguf"
 )
 
-// Portable kernels of the CPU forward. They are the reference semantics:
-// the row conversions of the assembly path must give the same bits, and
-// dotGo is the dot product wherever the assembly path is not used (see
-// simd_amd64.go for the dispatch).
-
-// dotGo is the dot product of the portable path. Its summation order is
-// fixed (eight interleaved partial sums, combined pairwise), so a result
-// never depends on how many other rows or sequences share the step.
-func dotGo(a, b []float32) float32 {
-	n := len(a)
-	b = b[:n]
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-		s4 += a[i+4] * b[i+4]
-		s5 += a[i+5] * b[i+5]
-		s6 += a[i+6] * b[i+6]
-		s7 += a[i+7] * b[i+7]
-	}
-	for ; i < n; i++ {
-		s0 += a[i] * b[i]
-	}
-	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-}
+// Portable row conversions of the CPU forward: the reference semantics,
+// whose bits the assembly conversions give (simd_amd64.go).
 
 // rowF32Go decodes len(dst) little-endian float32 values from src.
 func rowF32Go(dst []float32, src []byte) {

@@ -4,112 +4,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"ringlm/gguf"
+	"ringlm/internal/cpufeat"
+	"ringlm/internal/fma"
 )
-
-// fma32 is a*b+c rounded once to float32 (ties to even), in portable Go:
-// the product is exact in float64, the float64 sum's error is recovered
-// exactly (TwoSum), and the one case where rounding that sum to float32
-// would round twice (the sum lands exactly on a float32 midpoint) is
-// settled by the sign of the error.
-func fma32(a, b, c float32) float32 {
-	p := float64(a) * float64(b) // exact: 24+24 significant bits
-	cc := float64(c)
-	s := p + cc
-	if math.IsInf(s, 0) || math.IsNaN(s) {
-		return float32(s)
-	}
-	bv := s - p
-	e := (p - (s - bv)) + (cc - bv) // p+cc == s+e exactly
-	r := float32(s)
-	if e == 0 || math.IsInf(float64(r), 0) || float64(r) == s {
-		return r
-	}
-	o := math.Nextafter32(r, float32(math.Inf(1)))
-	if float64(r) > s {
-		o = math.Nextafter32(r, float32(math.Inf(-1)))
-	}
-	if float64(o)-s != s-float64(r) {
-		return r // not a midpoint: s rounds as the exact value does
-	}
-	if (e > 0) == (o > r) {
-		return o
-	}
-	return r
-}
-
-// dotFMARef replays the assembly dot's summation order (simd_amd64.go)
-// one scalar operation at a time.
-func dotFMARef(a, b []float32) float32 {
-	n := len(a)
-	var acc [8][8]float32
-	i := 0
-	for ; i+64 <= n; i += 64 {
-		for k := range 8 {
-			for l := range 8 {
-				acc[k][l] = fma32(a[i+8*k+l], b[i+8*k+l], acc[k][l])
-			}
-		}
-	}
-	for j := 0; i+8 <= n; i, j = i+8, j+1 {
-		for l := range 8 {
-			acc[j][l] = fma32(a[i+l], b[i+l], acc[j][l])
-		}
-	}
-	var v [8]float32
-	for l := range 8 {
-		v[l] = ((acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l])) + ((acc[4][l] + acc[5][l]) + (acc[6][l] + acc[7][l]))
-	}
-	w0, w1, w2, w3 := v[0]+v[4], v[1]+v[5], v[2]+v[6], v[3]+v[7]
-	s := (w0 + w2) + (w1 + w3)
-	for ; i < n; i++ {
-		s = fma32(a[i], b[i], s)
-	}
-	return s
-}
-
-// dotWant is the dot product this process must compute.
-func dotWant(a, b []float32) float32 {
-	if simdKernel == "go" {
-		return dotGo(a, b)
-	}
-	return dotFMARef(a, b)
-}
-
-func TestFMA32(t *testing.T) {
-	exact := func(a, b, c float32) float32 {
-		x := new(big.Float).SetPrec(600).SetFloat64(float64(a))
-		x.Mul(x, new(big.Float).SetFloat64(float64(b)))
-		x.Add(x, new(big.Float).SetFloat64(float64(c)))
-		f, _ := x.Float32()
-		return f
-	}
-	// a*b+c = 1+2^-23 + 2^-24 - 2^-54: the float64 sum is the float32
-	// midpoint 1+2^-23+2^-24, which rounds to even (up); the exact value
-	// rounds down.
-	a := float32(math.Ldexp(1+1.0/(1<<15), -24))
-	b := float32(1 - 1.0/(1<<15))
-	c := float32(1 + 1.0/(1<<23))
-	if got, want := fma32(a, b, c), exact(a, b, c); got != want || want != c {
-		t.Fatalf("midpoint case: fma32 = %v, exact %v, want %v", got, want, c)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 200000 {
-		a := float32(rng.NormFloat64())
-		b := float32(math.Ldexp(rng.NormFloat64(), rng.IntN(60)-30))
-		c := float32(rng.NormFloat64())
-		if i%2 == 0 { // near ties: a*b around half an ulp of c
-			b = float32(math.Ldexp(float64(b), -24-rng.IntN(40)))
-		}
-		if got, want := fma32(a, b, c), exact(a, b, c); math.Float32bits(got) != math.Float32bits(want) {
-			t.Fatalf("fma32(%g, %g, %g) = %g, exact %g", a, b, c, got, want)
-		}
-	}
-}
 
 func randVec(rng *rand.Rand, n int) []float32 {
 	v := make([]float32, n)
@@ -119,47 +21,92 @@ func randVec(rng *rand.Rand, n int) []float32 {
 	return v
 }
 
-// TestDotOrder checks dot bit for bit against the order it promises, for
-// every length up to 300 and a few long ones, at every alignment.
+// levels are the kernel levels this machine runs: Go and every
+// instruction set up to the one detected.
+func levels() []cpufeat.Level {
+	var ls []cpufeat.Level
+	for l := cpufeat.Go; l <= cpufeat.Detected; l++ {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// atLevel runs fn with the float path's kernels of level l.
+func atLevel(l cpufeat.Level, fn func()) {
+	old := kernelLevel
+	kernelLevel = l
+	defer func() { kernelLevel = old }()
+	fn()
+}
+
+// tileDot is a·b through the float path's product: a one-row F32
+// matrix viewing a in place, times b.
+func tileDot(a, b []float32) float32 {
+	var data []byte
+	if len(a) > 0 {
+		data = unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 4*len(a))
+	}
+	m := Matrix{Name: "a", Type: gguf.TypeF32, Rows: 1, Cols: len(a), Data: data, rowBytes: 4 * len(a)}
+	var out [1]float32
+	m.mulFloat(out[:], 1, b, 1, 0, 1, new(tileScratch))
+	return out[0]
+}
+
+// TestDotOrder holds a one-row product, at every kernel level, to the
+// order of tiles.go: dotGo's bits (NaNs as NaN), for every length up to
+// 300 and a few long ones, at every alignment.
 func TestDotOrder(t *testing.T) {
-	t.Logf("kernel %s", simdKernel)
 	rng := rand.New(rand.NewPCG(3, 4))
 	lengths := []int{896, 4864, 12345}
 	for n := 0; n <= 300; n++ {
 		lengths = append(lengths, n)
 	}
-	for _, n := range lengths {
-		a, b := randVec(rng, n+8), randVec(rng, n+8)
-		var first uint32
-		for off := range 8 {
-			// The same values at another alignment: copy them there.
-			ao, bo := make([]float32, n+off+1)[off+1:], make([]float32, n+2*off)[2*off:]
-			copy(ao, a[:n])
-			copy(bo, b[:n])
-			got := dot(ao, bo)
-			if off == 0 {
-				first = math.Float32bits(got)
-				if want := dotWant(a[:n], b[:n]); first != math.Float32bits(want) {
-					t.Fatalf("n=%d: dot = %g (%#x), want %g (%#x)", n, got, first, want, math.Float32bits(want))
+	for _, l := range levels() {
+		atLevel(l, func() {
+			for _, n := range lengths {
+				a, b := randVec(rng, n+8), randVec(rng, n+8)
+				if n%7 == 3 {
+					a[n/2] = float32(math.Inf(1))
 				}
-			} else if math.Float32bits(got) != first {
-				t.Fatalf("n=%d: dot at offsets %d/%d = %#x, at 0 %#x", n, off+1, 2*off, math.Float32bits(got), first)
+				for off := range 8 {
+					// Unaligned subslices of the random data itself.
+					x, y := a[off:n+off], b[8-off:n+8-off]
+					if got, want := tileDot(x, y), dotGo(x, y); !sameFloat(got, want) {
+						t.Fatalf("%s n=%d off=%d: product = %g (%#x), want %g (%#x)", l, n, off, got, math.Float32bits(got), want, math.Float32bits(want))
+					}
+				}
 			}
-			// Unaligned subslices of the random data itself.
-			if got, want := dot(a[off:n+off], b[8-off:n+8-off]), dotWant(a[off:n+off], b[8-off:n+8-off]); math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("n=%d off=%d: dot = %#x, want %#x", n, off, math.Float32bits(got), math.Float32bits(want))
-			}
+		})
+	}
+}
+
+// TestDotGoOrder spells the order out one operation at a time, against
+// dotGo.
+func TestDotGoOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, n := range []int{0, 1, 15, 16, 17, 64, 100} {
+		a, b := randVec(rng, n), randVec(rng, n)
+		var lane [16]float32
+		for i := range n {
+			lane[i%16] = fma.F32(a[i], b[i], lane[i%16])
+		}
+		var t8 [8]float32
+		for l := range 8 {
+			t8[l] = lane[l] + lane[l+8]
+		}
+		var t4 [4]float32
+		for l := range 4 {
+			t4[l] = t8[l] + t8[l+4]
+		}
+		t2 := [2]float32{t4[0] + t4[2], t4[1] + t4[3]}
+		if got, want := dotGo(a, b), t2[0]+t2[1]; math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("n=%d: dotGo %g, the order spelled out %g", n, got, want)
 		}
 	}
 }
 
-func TestDotBoundsCheck(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Fatal("dot with len(b) < len(a) did not panic")
-		}
-	}()
-	dot(make([]float32, 9), make([]float32, 8))
+func sameFloat(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 }
 
 func sameBits(t *testing.T, what string, got, want []float32) {
@@ -293,10 +240,12 @@ func TestRowQ8_0(t *testing.T) {
 	}
 }
 
-// TestRowDot checks that dotRows (the fused row·x kernels) gives the bits
-// of Row followed by dot, which is what makes a decode step (one input) agree
+// TestTiles holds the products of the float path, at every kernel level,
+// every tile shape and every split into row ranges, to Row followed by
+// dotGo for each (row, input) pair: a pair's bits do not depend on the
+// tile it lands in, which is what makes a decode step (one input) agree
 // with a batched one.
-func TestRowDot(t *testing.T) {
+func TestTiles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	check := func(name string, typ gguf.Type, cols int, data []byte) {
 		t.Helper()
@@ -310,25 +259,37 @@ func TestRowDot(t *testing.T) {
 			buf := make([]byte, rows*int(rb)+mis)
 			copy(buf[mis:], data[:rows*int(rb)])
 			m := Matrix{Name: name, Type: typ, Rows: rows, Cols: cols, Data: buf[mis:], rowBytes: int(rb)}
-			x := randVec(rng, cols+1)[1:]
-			row, scratch := make([]float32, cols), make([]float32, cols)
+			const n = 13
+			xs := randVec(rng, n*cols+1)[1:]
+			want := make([]float32, n*rows)
+			row := make([]float32, cols)
 			for r := range rows {
 				m.Row(r, row)
-				want := dot(row, x)
-				var got [1]float32
-				m.dotRows(got[:], r, x, scratch)
-				if math.Float32bits(got[0]) != math.Float32bits(want) {
-					t.Fatalf("%s cols=%d row %d mis=%d: dotRows = %g (%#x), Row+dot %g (%#x)", name, cols, r, mis, got[0], math.Float32bits(got[0]), want, math.Float32bits(want))
+				for tk := range n {
+					want[tk*rows+r] = dotGo(row, xs[tk*cols:(tk+1)*cols])
 				}
 			}
-			// And the batched matmul against the n == 1 one.
-			xs := randVec(rng, 3*cols)
-			out1, outN := make([]float32, rows), make([]float32, 3*rows)
-			p := &pool{workers: 2}
-			p.matmul(outN, &m, xs, 3)
-			for tk := range 3 {
-				p.matmul(out1, &m, xs[tk*cols:(tk+1)*cols], 1)
-				sameBits(t, fmt.Sprintf("%s cols=%d matmul input %d", name, cols, tk), out1, outN[tk*rows:(tk+1)*rows])
+			for _, l := range levels() {
+				atLevel(l, func() {
+					var s tileScratch
+					for _, nn := range []int{1, 2, 3, 5, 6, 7, n} {
+						// Rows in ranges that split tiles unevenly.
+						got := make([]float32, nn*rows)
+						for lo := 0; lo < rows; {
+							hi := min(rows, lo+1+(lo*7)%5)
+							m.mulFloat(got, rows, xs, nn, lo, hi, &s)
+							lo = hi
+						}
+						for tk := range nn {
+							for r := range rows {
+								if g, w := got[tk*rows+r], want[tk*rows+r]; !sameFloat(g, w) {
+									t.Fatalf("%s %s cols=%d mis=%d n=%d: row %d input %d = %g (%#x), want %g (%#x)",
+										l, name, cols, mis, nn, r, tk, g, math.Float32bits(g), w, math.Float32bits(w))
+								}
+							}
+						}
+					}
+				})
 			}
 		}
 	}
@@ -343,77 +304,63 @@ func TestRowDot(t *testing.T) {
 		}
 		return b
 	}
-	for cols := 1; cols <= 140; cols++ {
-		check("F16", gguf.TypeF16, cols, halves(cols*5, false))
-		bf := halves(cols*5, false)
+	for _, cols := range []int{1, 7, 15, 16, 17, 32, 48, 80, 100, 128, 144} {
+		check("F16", gguf.TypeF16, cols, halves(cols*9, false))
+		bf := halves(cols*9, false)
 		for i := 0; i < len(bf); i += 2 {
 			binary.LittleEndian.PutUint16(bf[i:], gguf.F32ToBF16(float32(rng.NormFloat64())))
 		}
 		check("BF16", gguf.TypeBF16, cols, bf)
-		f := make([]byte, 4*cols*5)
+		f := make([]byte, 4*cols*9)
 		for i := 0; i < len(f); i += 4 {
 			binary.LittleEndian.PutUint32(f[i:], math.Float32bits(float32(rng.NormFloat64())))
 		}
 		check("F32", gguf.TypeF32, cols, f)
 	}
-	for _, cols := range []int{896, 1000, 4864} {
-		check("F16", gguf.TypeF16, cols, halves(cols*8, false))
+	for _, cols := range []int{896, 1000} {
+		check("F16", gguf.TypeF16, cols, halves(cols*11, false))
 	}
-	// Every half pattern, NaNs and infinities included, in rows of 1000.
-	check("F16 all patterns", gguf.TypeF16, 1000, halves(1<<16, true))
-	check("BF16 all patterns", gguf.TypeBF16, 1000, halves(1<<16, true))
-	for _, cols := range []int{32, 64, 96, 128, 160, 896, 4864} {
-		check("Q8_0", gguf.TypeQ8_0, cols, q8Blocks(rng, 5*cols/32, false))
+	// Every half pattern, NaNs and infinities included, in rows of 1024.
+	check("F16 all patterns", gguf.TypeF16, 1024, halves(1<<16, true))
+	check("BF16 all patterns", gguf.TypeBF16, 1024, halves(1<<16, true))
+	for _, cols := range []int{32, 64, 96, 128, 160, 896} {
+		check("Q8_0", gguf.TypeQ8_0, cols, q8Blocks(rng, 9*cols/32, false))
 	}
-	check("Q8_0 all scales", gguf.TypeQ8_0, 96, q8Blocks(rng, 1<<16, true))
+	check("Q8_0 all scales", gguf.TypeQ8_0, 96, q8Blocks(rng, 3*1024, true))
+	q4 := make([]byte, 7*144)
+	for i := range q4 {
+		q4[i] = byte(rng.Uint32())
+	}
+	for b := 0; b < len(q4); b += 144 { // finite super-block scales
+		binary.LittleEndian.PutUint16(q4[b:], gguf.F32ToF16(0.01))
+		binary.LittleEndian.PutUint16(q4[b+2:], gguf.F32ToF16(0.002))
+	}
+	check("Q4_K", gguf.TypeQ4_K, 256, q4)
 }
 
-func BenchmarkDot(b *testing.B) {
-	for _, n := range []int{64, 896, 4864} {
-		rng := rand.New(rand.NewPCG(1, 1))
-		x, y := randVec(rng, n), randVec(rng, n)
-		for _, k := range []struct {
-			name string
-			fn   func(a, b []float32) float32
-		}{{simdKernel, dot}, {"go", dotGo}} {
-			b.Run(fmt.Sprintf("%s/n=%d", k.name, n), func(b *testing.B) {
-				b.SetBytes(int64(8 * n))
-				var s float32
-				for b.Loop() {
-					s += k.fn(x, y)
-				}
-				_ = s
-			})
-		}
-	}
-}
-
-// BenchmarkRowDot times one weight row against one input: converted into
-// the scratch row then dotted (the batched path) and fused (n == 1).
-func BenchmarkRowDot(b *testing.B) {
+// BenchmarkTiles times the float path's product of a 4864×896 matrix
+// (a Qwen2.5-0.5B FFN's width) with n inputs, on one core.
+func BenchmarkTiles(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
+	const rows, cols = 4864, 896
 	for _, typ := range []gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0} {
-		for _, cols := range []int{896, 4864} {
-			rb, _ := typ.RowBytes(uint64(cols))
-			f := randVec(rng, cols)
-			data := make([]byte, rb)
-			gguf.EncodeF32(typ, data, f)
-			m := Matrix{Type: typ, Rows: 1, Cols: cols, Data: data, rowBytes: int(rb)}
-			x, row := randVec(rng, cols), make([]float32, cols)
-			var out [1]float32
-			b.Run(fmt.Sprintf("%s/%d/row+dot", typ, cols), func(b *testing.B) {
-				b.SetBytes(int64(rb))
-				for b.Loop() {
-					m.Row(0, row)
-					_ = dot(row, x)
-				}
-			})
-			b.Run(fmt.Sprintf("%s/%d/fused", typ, cols), func(b *testing.B) {
-				b.SetBytes(int64(rb))
-				for b.Loop() {
-					m.dotRows(out[:], 0, x, row)
-				}
-			})
+		rb, _ := typ.RowBytes(cols)
+		data := make([]byte, rows*int(rb))
+		gguf.EncodeF32(typ, data, randVec(rng, rows*cols))
+		m := Matrix{Type: typ, Rows: rows, Cols: cols, Data: data, rowBytes: int(rb)}
+		for _, n := range []int{1, 8, 64, 128} {
+			x, out := randVec(rng, n*cols), make([]float32, n*rows)
+			for _, l := range levels() {
+				b.Run(fmt.Sprintf("%s/n=%d/%s", typ, n, l), func(b *testing.B) {
+					atLevel(l, func() {
+						var s tileScratch
+						for b.Loop() {
+							m.mulFloat(out, rows, x, n, 0, rows, &s)
+						}
+					})
+					b.ReportMetric(float64(rows*cols*n)*2*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }

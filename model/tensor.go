@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 
@@ -131,93 +130,89 @@ func vector(f *gguf.File, name string, n int) ([]float32, error) {
 	return out, nil
 }
 
-// pool runs row ranges of a matrix product on every core. Work is split
-// by output rows only, so the arithmetic for each output element is the
-// same whatever the split.
-type pool struct {
-	workers int
-}
-
-var defaultPool = &pool{workers: runtime.GOMAXPROCS(0)}
-
-// parallelRows calls fn(lo, hi) over [0, rows) in chunks, on up to
-// p.workers goroutines; small products run inline.
-func (p *pool) parallelRows(rows, costPerRow int, fn func(lo, hi int)) {
-	w := p.workers
-	if w <= 1 || rows*costPerRow < 1<<18 {
-		fn(0, rows)
-		return
-	}
-	chunk := (rows + w - 1) / w
-	var wg sync.WaitGroup
-	for lo := 0; lo < rows; lo += chunk {
-		hi := min(lo+chunk, rows)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
-}
-
 // matmul computes out[t][r] = W[r] · x[t] for n input vectors x (n×Cols,
-// row-major) into out (n×Rows). Each weight row is dequantized once per
-// call and dotted with every input: weights are read once per step.
+// row-major) into out (n×Rows). Each worker takes a range of rows and
+// runs them in tiles (tiles.go): a tile's weights are read once for many
+// inputs while they are in cache.
 func (p *pool) matmul(out []float32, m *Matrix, x []float32, n int) {
 	if m.kern != nil {
 		p.matmulInt8(out, m, x, n)
 		return
 	}
-	cols, rows := m.Cols, m.Rows
-	p.parallelRows(rows, cols*n, func(lo, hi int) {
-		row := getScratch(cols)
-		if n == 1 { // bitwise equal to the loop below
-			m.dotRows(out[lo:hi], lo, x, row)
-			putScratch(row)
-			return
+	p.parallelRows(m.Rows, m.Cols*n, 4, func(lo, hi int) {
+		s, _ := tileScratchPool.Get().(*tileScratch)
+		if s == nil {
+			s = new(tileScratch)
 		}
-		for r := lo; r < hi; r++ {
-			m.Row(r, row)
-			for t := 0; t < n; t++ {
-				out[t*rows+r] = dot(row, x[t*cols:(t+1)*cols])
-			}
-		}
-		putScratch(row)
+		m.mulFloat(out, m.Rows, x, n, lo, hi, s)
+		tileScratchPool.Put(s)
 	})
 }
 
+var tileScratchPool sync.Pool
+
 // matmulInt8 is matmul on the integer path: each input vector is
-// quantized once to the kernel's activation blocks, then each weight row
-// is dotted with every quantized input. An output element depends only on
-// its row and its own input, however many inputs share the call.
+// quantized once to the kernel's activation blocks, then each weight row is
+// dotted with every quantized input, by a kernel that takes a tile of rows
+// against 16 inputs at once where there is one (qdot.Kernel.MulBatch). An
+// output element depends only on its row and its own input, however many
+// inputs share the call.
 func (p *pool) matmulInt8(out []float32, m *Matrix, x []float32, n int) {
-	cols, rows := m.Cols, m.Rows
+	cols, rows, rb := m.Cols, m.Rows, m.rowBytes
 	ab := getActs(n)
 	acts := ab.a[:n]
-	p.parallelRows(n, 8*cols, func(lo, hi int) {
+	p.parallelRows(n, 8*cols, 1, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			acts[t].Quantize(m.kern.Act, x[t*cols:(t+1)*cols])
 		}
 	})
-	p.parallelRows(rows, cols*n, func(lo, hi int) {
-		if n == 1 { // the same bits as the loop below
-			m.kern.DotRows(out[lo:hi], m.Data[lo*m.rowBytes:hi*m.rowBytes], &acts[0])
-			return
+	if m.kern.Batched() && n >= batchMin {
+		const g = qdot.BatchInputs
+		groups := (n + g - 1) / g
+		if len(ab.b) < groups {
+			ab.b = append(ab.b, make([]qdot.Batch, groups-len(ab.b))...)
 		}
-		for r := lo; r < hi; r++ {
-			w := m.Data[r*m.rowBytes : (r+1)*m.rowBytes]
-			for t := range acts {
-				out[t*rows+r] = m.kern.Dot(w, &acts[t])
+		bts := ab.b[:groups]
+		p.parallelRows(groups, g*cols, 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				bts[i].Set(acts[i*g : min(n, (i+1)*g)])
 			}
+		})
+		panel := max(1, tilePanelBytes/(g*cols)) // batches that stay in L2 while the rows pass
+		p.parallelRows(rows, cols*n, 12, func(lo, hi int) {
+			s, _ := batchScratchPool.Get().(*qdot.BatchScratch)
+			if s == nil {
+				s = new(qdot.BatchScratch)
+			}
+			for i := 0; i < groups; i += panel {
+				j := min(groups, i+panel)
+				m.kern.MulBatch(out[i*g*rows+lo:], rows, m.Data[lo*rb:hi*rb], acts[i*g:min(n, j*g)], bts[i:j], s)
+			}
+			batchScratchPool.Put(s)
+		})
+		actsPool.Put(ab)
+		return
+	}
+	p.parallelRows(rows, cols*n, 1, func(lo, hi int) {
+		for t := range acts {
+			m.kern.DotRows(out[t*rows+lo:t*rows+hi], m.Data[lo*rb:hi*rb], &acts[t])
 		}
 	})
 	actsPool.Put(ab)
 }
 
+// batchMin is the fewest inputs a product takes the batch kernel for:
+// below, most of its 16 lanes would idle.
+const batchMin = 3
+
+var batchScratchPool sync.Pool
+
 // actsBuf holds quantized inputs between products (their buffers grow to
 // the largest step and stay).
-type actsBuf struct{ a []qdot.Acts }
+type actsBuf struct {
+	a []qdot.Acts
+	b []qdot.Batch
+}
 
 var actsPool sync.Pool
 
@@ -231,14 +226,3 @@ func getActs(n int) *actsBuf {
 	}
 	return ab
 }
-
-var scratchPool sync.Pool
-
-func getScratch(n int) []float32 {
-	if b, ok := scratchPool.Get().(*[]float32); ok && cap(*b) >= n {
-		return (*b)[:n]
-	}
-	return make([]float32, n)
-}
-
-func putScratch(b []float32) { scratchPool.Put(&b) }

@@ -2,5 +2,7 @@
 
 package cpufeat
 
-// AVX2 is false: no assembly on this architecture (or built with purego).
-const AVX2 = false
+// No assembly on this architecture (or built with purego).
+func detect() Level { return Go }
+
+const hasVNNI = false

@@ -1,6 +1,6 @@
 package qdot
 
-import "math"
+import "ringlm/internal/fma"
 
 // The eight-lane order of ggml's AVX2 kernels for the 32-element blocks
 // (ggml-cpu/arch/x86/quants.c): a block's integer products are summed
@@ -20,7 +20,7 @@ import "math"
 // fmaLanes adds d·lanes[l] to acc[l], one rounding each (VFMADD231PS).
 func fmaLanes(acc *[8]float32, d float32, lanes *[8]int32) {
 	for l, v := range lanes {
-		acc[l] = fma32(d, float32(v), acc[l])
+		acc[l] = fma.F32(d, float32(v), acc[l])
 	}
 }
 
@@ -31,30 +31,4 @@ func foldLanes(acc *[4][8]float32) float32 {
 		v[l] = float32(acc[0][l]+acc[1][l]) + float32(acc[2][l]+acc[3][l])
 	}
 	return float32(float32(v[0]+v[4])+float32(v[2]+v[6])) + float32(float32(v[1]+v[5])+float32(v[3]+v[7]))
-}
-
-// fma32 is a·b+c rounded once to float32, as the hardware's FMA computes
-// it. a·b is exact in float64 (48 significant bits); the sum is rounded to
-// float64 by round-to-odd (TwoSum gives its exact error; an inexact
-// result is moved to its odd neighbour), which float64's 29 spare bits
-// make innocuous for the final rounding to float32. math.FMA would round
-// the sum to nearest twice.
-func fma32(a, b, c float32) float32 {
-	p := float64(float64(a) * float64(b))
-	cf := float64(c)
-	s := p + cf
-	if math.IsInf(s, 0) || s != s {
-		return float32(s)
-	}
-	z := s - p
-	t := (p - (s - z)) + (cf - z)
-	if bits := math.Float64bits(s); t != 0 && bits&1 == 0 {
-		if (t > 0) == (s > 0) {
-			bits++
-		} else {
-			bits--
-		}
-		s = math.Float64frombits(bits)
-	}
-	return float32(s)
 }

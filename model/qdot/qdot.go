@@ -26,6 +26,10 @@
 // pair of bytes holds elements i and i+8, which keeps the eight lanes of
 // the reference apart); the Go kernels read the quants in order.
 //
+// Products of many rows with many inputs (MulBatch, batch.go) give Dot's
+// bits; for Q8_0 on a CPU with AVX-512 VNNI they run a kernel of 12 rows
+// × 16 inputs whose vector lanes are the inputs.
+//
 // What is not here: the weight formats' own dequantization and
 // quantization (package quant), and the float path for F32/F16/BF16 and for
 // the float reference of quantized types (package model).

@@ -1,4 +1,4 @@
-package qdot
+package fma
 
 import (
 	"math"
@@ -7,10 +7,14 @@ import (
 	"testing"
 )
 
-// TestFMA32 holds fma32 to a·b+c computed exactly (math/big) and rounded
-// once to float32, on random operands and on ones built to sit on a
-// rounding midpoint, where rounding twice to nearest goes wrong.
-func TestFMA32(t *testing.T) {
+func sameFloat(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
+}
+
+// TestF32 holds F32 to a·b+c computed exactly (math/big) and rounded once
+// to float32, on random operands and on ones built to sit on a rounding
+// midpoint, where rounding twice to nearest goes wrong.
+func TestF32(t *testing.T) {
 	exact := func(a, b, c float32) float32 {
 		if r := float64(a)*float64(b) + float64(c); math.IsInf(r, 0) || r != r {
 			return float32(r) // non-finite operands or product: IEEE's rules
@@ -22,8 +26,8 @@ func TestFMA32(t *testing.T) {
 	}
 	check := func(a, b, c float32) {
 		t.Helper()
-		if got, want := fma32(a, b, c), exact(a, b, c); !sameFloat(got, want) {
-			t.Fatalf("fma32(%g, %g, %g) = %g (%#x), want %g (%#x)", a, b, c, got, math.Float32bits(got), want, math.Float32bits(want))
+		if got, want := F32(a, b, c), exact(a, b, c); !sameFloat(got, want) {
+			t.Fatalf("F32(%g, %g, %g) = %g (%#x), want %g (%#x)", a, b, c, got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 	}
 	// 1+2^-24 is the midpoint between 1 and its float32 successor: a tiny
@@ -38,8 +42,11 @@ func TestFMA32(t *testing.T) {
 	check(0x1p100, 0x1p100, 1)                 // overflow
 	check(0x1p-80, 0x1p-80, 0x1p-149)          // subnormal result
 	check(0, 5, float32(math.Copysign(0, -1))) // signed zero
+	// The float64 sum of a·b and c lands on the float32 midpoint
+	// 1+2^-23+2^-24; the exact value is below it.
+	check(float32(math.Ldexp(1+1.0/(1<<15), -24)), float32(1-1.0/(1<<15)), float32(1+1.0/(1<<23)))
 	rng := rand.New(rand.NewPCG(5, 6))
-	for range 200000 {
+	for i := range 200000 {
 		// Operands as the kernels see them: a scale, an integer lane sum,
 		// and an accumulator of similar or far smaller magnitude.
 		a := float32(math.Ldexp(rng.Float64()+0.5, rng.IntN(60)-40))
@@ -47,5 +54,13 @@ func TestFMA32(t *testing.T) {
 		c := float32(math.Ldexp(rng.NormFloat64(), rng.IntN(100)-60))
 		check(a, b, c)
 		check(math.Float32frombits(rng.Uint32()), math.Float32frombits(rng.Uint32()), math.Float32frombits(rng.Uint32()))
+		// Normal operands of a float dot product, and products around
+		// half an ulp of the accumulator.
+		a, c = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		b = float32(math.Ldexp(rng.NormFloat64(), rng.IntN(60)-30))
+		if i%2 == 0 {
+			b = float32(math.Ldexp(float64(b), -24-rng.IntN(40)))
+		}
+		check(a, b, c)
 	}
 }

@@ -1,0 +1,201 @@
+package model
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// pool runs the parallel regions of a step (a product's row ranges,
+// attention's work items) on p.workers goroutines: the caller and helpers
+// that stay between regions. A region's function takes its work from a
+// shared counter until none is left, so the caller alone can do all of
+// it: helpers that join in time share it, and one that a neighbour's job
+// keeps off its core is not waited for. A decode step is a few hundred
+// short regions back to back, so a helper waits for the next one spinning
+// (yielding to other goroutines) for helperSpin, then parks; one parked
+// for helperIdle exits, and the next region starts it again, so an idle
+// process keeps no goroutines of it. Work is split by output rows or
+// items only, so the arithmetic of each output is the same whatever the
+// split.
+type pool struct {
+	workers int
+	// mu makes regions one at a time; a caller that finds it held (another
+	// model's step, on another goroutine) runs its region alone.
+	mu     sync.Mutex
+	gen    atomic.Uint64 // regions started
+	fn     func()
+	open   atomic.Bool  // helpers may join the current region
+	active atomic.Int32 // helpers in the current region
+	// waiting says the caller has stopped spinning for the helpers and
+	// waits on done, which the last one out signals.
+	waiting atomic.Bool
+	done    chan struct{}
+	// helpers are the workers but the caller.
+	helpers []helper
+}
+
+type helper struct {
+	alive atomic.Bool // a goroutine runs this helper
+	wake  chan struct{}
+}
+
+const (
+	helperSpin = 100 * time.Microsecond
+	helperIdle = 100 * time.Millisecond
+)
+
+var defaultPool = newPool(runtime.GOMAXPROCS(0))
+
+func newPool(workers int) *pool {
+	p := &pool{workers: workers, helpers: make([]helper, max(0, workers-1)), done: make(chan struct{}, 1)}
+	for i := range p.helpers {
+		p.helpers[i].wake = make(chan struct{}, 1)
+	}
+	return p
+}
+
+// do calls fn on the caller and on the helpers that join the region in
+// time, and returns when every call has; fn must take its work from a
+// shared counter until none is left.
+func (p *pool) do(fn func()) {
+	if len(p.helpers) == 0 || !p.mu.TryLock() {
+		fn()
+		return
+	}
+	defer p.mu.Unlock()
+	p.fn = fn
+	p.open.Store(true)
+	g := p.gen.Add(1)
+	for i := range p.helpers {
+		h := &p.helpers[i]
+		if h.alive.Load() || !h.alive.CompareAndSwap(false, true) {
+			select {
+			case h.wake <- struct{}{}:
+			default: // a wake is pending: the helper looks at gen after it
+			}
+			continue
+		}
+		go p.help(h, g-1)
+	}
+	fn()
+	p.open.Store(false)
+	p.awaitHelpers()
+	p.fn = nil
+}
+
+// awaitHelpers waits for the helpers still in the region: spinning a
+// little (they are usually finishing a chunk), then blocked, so that a
+// helper the OS has taken off its core for a time slice gets the core
+// back instead of the caller spinning through it.
+func (p *pool) awaitHelpers() {
+	select {
+	case <-p.done: // a signal left from a region that finished unwaited
+	default:
+	}
+	for i := range 256 {
+		if p.active.Load() == 0 {
+			return
+		}
+		if i%64 == 63 {
+			yield()
+		}
+	}
+	p.waiting.Store(true)
+	if p.active.Load() != 0 {
+		<-p.done
+	}
+	p.waiting.Store(false)
+}
+
+// help is a helper's goroutine: it joins every region after generation
+// last it sees open, spinning between them for helperSpin, then parked,
+// until it has been idle for helperIdle.
+func (p *pool) help(h *helper, last uint64) {
+	for {
+		if g := p.spin(last); g != last {
+			last = g
+			p.active.Add(1)
+			if p.open.Load() {
+				p.fn()
+			}
+			if p.active.Add(-1) == 0 && p.waiting.Load() {
+				select {
+				case p.done <- struct{}{}:
+				default:
+				}
+			}
+			continue
+		}
+		t := time.NewTimer(helperIdle)
+		select {
+		case <-h.wake: // then spin, which looks at gen
+			t.Stop()
+		case <-t.C:
+			h.alive.Store(false)
+			// A region may have started while alive was still true, sure
+			// of this goroutine: stay for it unless do started another.
+			if p.gen.Load() == last || !h.alive.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}
+}
+
+// spin waits up to helperSpin for a region after generation last and
+// returns the current generation.
+func (p *pool) spin(last uint64) uint64 {
+	deadline := time.Now().Add(helperSpin)
+	for i := 0; ; i++ {
+		if g := p.gen.Load(); g != last {
+			return g
+		}
+		if i%64 == 63 {
+			if time.Now().After(deadline) {
+				return last
+			}
+			yield()
+		}
+	}
+}
+
+// parallelRows calls fn(lo, hi) over [0, rows) in chunks, on up to
+// p.workers goroutines; small products (rows × costPerRow multiply-adds)
+// run inline. Chunks are whole multiples of align rows (a kernel's tile)
+// but for the last, a few per worker, taken in turn by whichever worker
+// is free (a neighbour's job may hold one core).
+func (p *pool) parallelRows(rows, costPerRow, align int, fn func(lo, hi int)) {
+	w := p.workers
+	if w <= 1 || rows*costPerRow < parallelMin {
+		fn(0, rows)
+		return
+	}
+	chunks := min((rows+align-1)/align, 4*w)
+	chunk := ((rows+chunks-1)/chunks + align - 1) / align * align
+	var next atomic.Int64
+	p.do(func() {
+		for {
+			lo := int(next.Add(1)-1) * chunk
+			if lo >= rows {
+				return
+			}
+			fn(lo, min(lo+chunk, rows))
+		}
+	})
+}
+
+// run calls fn on the workers at once (inline when the work, in
+// multiply-adds, is too small to share); fn takes its work from a shared
+// counter until none is left.
+func (p *pool) run(cost int, fn func()) {
+	if p.workers <= 1 || cost < parallelMin {
+		fn()
+		return
+	}
+	p.do(fn)
+}
+
+// parallelMin is the multiply-adds below which a region runs inline:
+// about the work of 10 µs, against the region's few µs of overhead.
+const parallelMin = 1 << 16
