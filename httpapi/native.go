@@ -304,13 +304,8 @@ type tokenizeRequest struct {
 // prompt_tokens a /v1/completions request with the same text reports.
 func (s *Server) tokenize(ctx *fasthttp.RequestCtx, r *req) {
 	var body tokenizeRequest
-	if err := parseBody(ctx.PostBody(), &body); err != nil {
-		writeError(ctx, err)
-		return
-	}
-	l, e := s.use(ctx, body.Model)
-	if e != nil {
-		writeError(ctx, e)
+	l := s.useBody(ctx, &body, func() string { return body.Model })
+	if l == nil {
 		return
 	}
 	defer l.release()
@@ -365,13 +360,8 @@ func (s *Server) applyTemplate(ctx *fasthttp.RequestCtx, r *req) {
 		Messages json.RawMessage `json:"messages"`
 		chatFields
 	}
-	if err := parseBody(ctx.PostBody(), &body); err != nil {
-		writeError(ctx, err)
-		return
-	}
-	l, e := s.use(ctx, body.Model)
-	if e != nil {
-		writeError(ctx, e)
+	l := s.useBody(ctx, &body, func() string { return body.Model })
+	if l == nil {
 		return
 	}
 	defer l.release()
@@ -395,13 +385,8 @@ func (s *Server) detokenize(ctx *fasthttp.RequestCtx, r *req) {
 		Model  string   `json:"model"`
 		Tokens *[]int32 `json:"tokens"`
 	}
-	if err := parseBody(ctx.PostBody(), &body); err != nil {
-		writeError(ctx, err)
-		return
-	}
-	l, e := s.use(ctx, body.Model)
-	if e != nil {
-		writeError(ctx, e)
+	l := s.useBody(ctx, &body, func() string { return body.Model })
+	if l == nil {
 		return
 	}
 	defer l.release()
@@ -421,4 +406,20 @@ func (s *Server) detokenize(ctx *fasthttp.RequestCtx, r *req) {
 	b = append(b, '}')
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// useBody parses the request's JSON body into body and takes the model it
+// names (model reads the name once the body is parsed); nil after it has
+// answered an error.
+func (s *Server) useBody(ctx *fasthttp.RequestCtx, body any, model func() string) *loaded {
+	if err := parseBody(ctx.PostBody(), body); err != nil {
+		writeError(ctx, err)
+		return nil
+	}
+	l, e := s.use(ctx, model())
+	if e != nil {
+		writeError(ctx, e)
+		return nil
+	}
+	return l
 }
