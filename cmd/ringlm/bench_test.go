@@ -106,10 +106,19 @@ func TestBenchServeAgainstServer(t *testing.T) {
 		if len(v.OutputLens) != 8 || len(v.TTFTs) != 8 || len(v.ITLs) != 8 || len(v.Errors) != 8 || v.MeanTPOT <= 0 {
 			t.Errorf("%s: per-request arrays: %s", endpoint, b)
 		}
+		// An inter-token latency per streamed event after the first: a
+		// request whose tokens were all sampled before its first event
+		// was written has none (the tiny model decodes 8 tokens in well
+		// under a millisecond), but not every request can.
+		itls := 0
 		for i := range v.TTFTs {
-			if v.OutputLens[i] != 8 || v.TTFTs[i] <= 0 || v.Errors[i] != "" || len(v.ITLs[i]) == 0 {
+			if v.OutputLens[i] != 8 || v.TTFTs[i] <= 0 || v.Errors[i] != "" || len(v.ITLs[i]) >= v.OutputLens[i] {
 				t.Errorf("%s: request %d: %d tokens, ttft %v, itls %v, error %q", endpoint, i, v.OutputLens[i], v.TTFTs[i], v.ITLs[i], v.Errors[i])
 			}
+			itls += len(v.ITLs[i])
+		}
+		if itls == 0 {
+			t.Errorf("%s: no request has an inter-token latency: %s", endpoint, b)
 		}
 		if !strings.Contains(out, "Serving Benchmark Result") || !strings.Contains(out, "Successful requests:                     8") {
 			t.Errorf("%s: summary:\n%s", endpoint, out)
