@@ -169,45 +169,22 @@ template <> struct WRaw<RLM_TYPE_F32> {
 // gstage writes input rows m0..m0+mrows, columns [c0, c0+ncols), as BF16
 // into xs (row pitch `pitch`), with the whole block: in.g set means
 // g[c] * (x[c] * inv[t]) (the CPU's RMSNorm operations), rounded once.
-template <int kU>
-__device__ __forceinline__ void gstage_u(const In &in, int m0, int mrows, int c0, int ncols, __nv_bfloat16 *xs, int pitch) {
-  const int per_row = ncols / 8, total = mrows * per_row;
-  // kU runs a thread, their loads issued together: one L2 round trip, not kU.
-  for (int e0 = threadIdx.x; e0 < total; e0 += kU * kThreads) {
-    float4 xa[kU], xb[kU];
-#pragma unroll
-    for (int k = 0; k < kU; k++) {
-      const int e = e0 + k * kThreads;
-      if (e < total) {
-        const int t = e / per_row, c = c0 + (e % per_row) * 8, tt = m0 + t;
-        const float *x = in.x + (size_t)(in.map ? in.map[tt] : tt) * in.ld + c;
-        xa[k] = *reinterpret_cast<const float4 *>(x);
-        xb[k] = *reinterpret_cast<const float4 *>(x + 4);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kU; k++) {
-      const int e = e0 + k * kThreads;
-      if (e < total) {
-        const int t = e / per_row, c = c0 + (e % per_row) * 8, tt = m0 + t;
-        float v[8] = {xa[k].x, xa[k].y, xa[k].z, xa[k].w, xb[k].x, xb[k].y, xb[k].z, xb[k].w};
-        if (in.g) {
-          const float inv = in.inv[tt];
-          const float4 ga = *reinterpret_cast<const float4 *>(in.g + c), gb = *reinterpret_cast<const float4 *>(in.g + c + 4);
-          const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-#pragma unroll
-          for (int i = 0; i < 8; i++) v[i] = g[i] * (v[i] * inv);
-        }
-        *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + (c - c0)) = pack8(v);
-      }
-    }
-  }
-}
-#ifndef RLM_GSTAGE_U
-#define RLM_GSTAGE_U 1
-#endif
 __device__ __forceinline__ void gstage(const In &in, int m0, int mrows, int c0, int ncols, __nv_bfloat16 *xs, int pitch) {
-  gstage_u<RLM_GSTAGE_U>(in, m0, mrows, c0, ncols, xs, pitch);
+  const int per_row = ncols / 8;
+  for (int e = threadIdx.x; e < mrows * per_row; e += kThreads) {
+    const int t = e / per_row, c = c0 + (e % per_row) * 8, tt = m0 + t;
+    const float *x = in.x + (size_t)(in.map ? in.map[tt] : tt) * in.ld + c;
+    const float4 a = *reinterpret_cast<const float4 *>(x), b = *reinterpret_cast<const float4 *>(x + 4);
+    float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    if (in.g) {
+      const float inv = in.inv[tt];
+      const float4 ga = *reinterpret_cast<const float4 *>(in.g + c), gb = *reinterpret_cast<const float4 *>(in.g + c + 4);
+      const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+#pragma unroll
+      for (int i = 0; i < 8; i++) v[i] = g[i] * (v[i] * inv);
+    }
+    *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + (c - c0)) = pack8(v);
+  }
 }
 
 // Where a product keeps its cross-block state: the chunks' partial sums
