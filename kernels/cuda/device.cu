@@ -22,7 +22,8 @@
 //   numerics.cuh   weight loads, warp and block reductions
 //   norm_rope.cuh  embedding and RoPE angles, RMSNorm factors
 //   gemv.cuh       matrix products: dot2, stage; residual, FFN, LM-head phases
-//   attention.cuh  QKV (RoPE, paged KV cache), attention
+//   attention.cuh  QKV (RoPE, paged KV cache), attention on the CUDA cores
+//   attn_tc.cuh    attention on the tensor cores: chunk partials folded in order
 //   sample.cuh     the sampler (Go twin: package sample), the sampling phase
 //   exec.cuh       the leader, the ring protocol (Go twin: kernels/exec.go)
 //   host.cuh       the C API of ringlm_cuda.h (rlm_create, rlm_start, …)
@@ -36,6 +37,7 @@
 #include "norm_rope.cuh"
 #include "gemv.cuh"
 #include "attention.cuh"
+#include "attn_tc.cuh"
 #include "sample.cuh"
 #include "exec.cuh"
 #include "matmul.cuh"
@@ -93,7 +95,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
         } else phase_qkv(d, L, l, stage(xn, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 2);
-        phase_attn(d, l, shq);
+        if (d.attn_tc) phase_attn_tc(d, l, shq);
+        else phase_attn(d, l, shq);
         grid.sync();
         prof_mark(d, 3);
         const In att{d.att, d.n_head * d.hd, nullptr, nullptr, nullptr};

@@ -272,8 +272,8 @@ __device__ void leader_fetch(Dev &d) {
         continue;
       }
       // Entries: thread 0 decides, the block copies token runs.
-      __shared__ int s_tok, s_rows, s_exec;
-      if (threadIdx.x == 0) s_tok = s_rows = s_exec = 0;
+      __shared__ int s_tok, s_rows, s_exec, s_tiles;
+      if (threadIdx.x == 0) s_tok = s_rows = s_exec = s_tiles = 0;
       __syncthreads();
       for (uint32_t i = 0; i < n; i++) {
         const uint32_t eslot = d.stage[i * 4 + RLM_ENT_OFF_SLOT], ntok = d.stage[i * 4 + RLM_ENT_OFF_N_TOKENS];
@@ -320,6 +320,8 @@ __device__ void leader_fetch(Dev &d) {
             }
             s.pos += ntok;
             s_tok = t0 + ntok;
+            // The entry's attention tiles (attn_tc.cuh): a_tpt tokens each.
+            for (uint32_t j = 0; j < ntok; j += d.a_tpt) d.a_tile[s_tiles++] = (int)(t0 + j) << 5 | (int)min((uint32_t)d.a_tpt, ntok - j);
             s_exec++;
             if (flags & RLM_ENTRY_SAMPLE) {
               d.r_tok[s_rows] = t0 + ntok - 1;
@@ -336,6 +338,7 @@ __device__ void leader_fetch(Dev &d) {
       }
       if (threadIdx.x == 0) {
         d.n_tok = s_tok;
+        d.n_atile = s_tiles;
         d.n_rows = s_rows;
         d.executed = s_exec;
         // Reserve the TOKEN completions after the errors already written.

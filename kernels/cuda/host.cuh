@@ -324,6 +324,14 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     const char *pe = getenv("RINGLM_CUDA_GEMV");
     const bool gemv = pe && *pe && strcmp(pe, "0") != 0;
     d.mma = !gemv && m->dim % 32 == 0 && m->ffn % 32 == 0 && qd % 32 == 0 && m->rope_dim % 2 == 0;
+    // Attention on the tensor cores (attn_tc.cuh) unless RINGLM_CUDA_ATTN=cores
+    // or the head dimension is not a multiple of 16 up to 128.
+    const char *pa = getenv("RINGLM_CUDA_ATTN");
+    d.attn_tc = attn_tc_ok(d.hd) && !(pa && strcmp(pa, "cores") == 0);
+    const int group = d.n_head / d.n_kv;
+    d.a_hpt = min(group, 16);
+    d.a_nsub = (group + d.a_hpt - 1) / d.a_hpt;
+    d.a_tpt = 16 / d.a_hpt;
   }
   // Row orders of the permuted matrices: QKV by RoPE pairs (qkv_pair),
   // gate and up interleaved by eights; device row 16i + j (j < 8) holds a
@@ -463,6 +471,8 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   DALLOC(d.t_slot, int, T);
   DALLOC(d.t_pos, int, T);
   DALLOC(d.t_id, int, T);
+  DALLOC(d.a_tile, int, T);
+  if (d.attn_tc) DALLOC(d.apart, float, (size_t)grid * kWarps * attn_part_floats(d.hd));
   DALLOC(d.r_tok, int, d.slots);
   DALLOC(d.r_slot, int, d.slots);
   DALLOC(d.r_fast, int, d.slots);
