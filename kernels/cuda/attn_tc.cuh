@@ -29,8 +29,9 @@
 // Warps per unit (G): with few units (small decode batches), a group of G
 // warps (a power of two up to the block's 16, as many as the grid's warps
 // allow) takes a unit, its warps computing G consecutive chunks at a time;
-// they leave their partials in global scratch (Dev.apart) and the group's
-// first warp folds them in order. With many units (prefill, large
+// they leave their partials in shared memory (or global scratch,
+// Dev.apart, for head dimensions above 64) and the group's first warp
+// folds them in order. With many units (prefill, large
 // batches), a warp takes a unit and folds each chunk as it goes, with the
 // next chunk's K and V in flight when they fit twice in its shared memory.
 // The same partials, folded in the same order: the same bits either way.
@@ -304,6 +305,18 @@ template <int HD> __device__ __forceinline__ void attn_write(Dev &d, const AttnU
   }
 }
 
+// Where warp w of this block leaves a chunk's partial: in its shared
+// memory after the stage where both fit (head dimensions up to 64: the
+// first warp's fold then reads them at shared-memory latency), else in
+// global scratch.
+template <int HD> __device__ __forceinline__ float *attn_part(const Dev &d, float *sh, int w) {
+  constexpr int kStage = 2 * kAttnChunk * (HD + 8) * 2;
+  if constexpr (kStage + 4 * attn_part_floats(HD) <= kAttnRegionBytes)
+    return reinterpret_cast<float *>(reinterpret_cast<char *>(sh) + w * kAttnRegionBytes + kStage);
+  else
+    return d.apart + (size_t)(blockIdx.x * kWarps + w) * attn_part_floats(HD);
+}
+
 template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int layer, float *sh) {
   constexpr int kStage = 2 * kAttnChunk * (HD + 8) * 2;  // bytes: K and V of a chunk
   constexpr int kStages = 2 * kStage <= kAttnRegionBytes ? 2 : 1;
@@ -361,7 +374,7 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
     // A group of G warps: G chunks at a time, partials through global
     // scratch, folded in order by the group's first warp.
     const int bar = 1 + wib / G;
-    float *mine = d.apart + (size_t)(blockIdx.x * kWarps + wib) * attn_part_floats(HD);
+    float *mine = attn_part<HD>(d, sh, wib);
     for (int r0 = cf; r0 <= cl; r0 += G) {
       const int ch = r0 + k;
       if (ch <= cl) {
@@ -392,7 +405,7 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
       if (k == 0) {
         const int n = min(G, cl - r0 + 1);
         for (int w = 0; w < n; w++) {
-          const float *pw = d.apart + (size_t)(blockIdx.x * kWarps + wib + w) * attn_part_floats(HD);
+          const float *pw = attn_part<HD>(d, sh, wib + w);
           const float mc[2] = {pw[16 * HD + g], pw[16 * HD + g + 8]};
           const float lc[2] = {pw[16 * HD + 16 + g], pw[16 * HD + 16 + g + 8]};
           float a[2], b[2];
