@@ -581,13 +581,19 @@ func TestHostAllocator(t *testing.T) {
 // test closes one before opening the next.
 func cudaEngine(t testing.TB, m *model.Model, cfg engine.Config) (e *engine.Engine, dev *Device, close func()) {
 	t.Helper()
+	return cudaEngineGrid(t, m, cfg, 0)
+}
+
+// cudaEngineGrid is cudaEngine on a kernel of grid blocks (0: one per SM).
+func cudaEngineGrid(t testing.TB, m *model.Model, cfg engine.Config, grid int) (e *engine.Engine, dev *Device, close func()) {
+	t.Helper()
 	if cfg.Slots == 0 {
 		cfg.Slots = 64
 	}
 	if cfg.TokenBudget == 0 {
 		cfg.TokenBudget = 512
 	}
-	dev, err := Open(m, Options{Slots: cfg.Slots, MaxStepTokens: cfg.TokenBudget, Context: m.Context, KVMaxBytes: 2 << 30})
+	dev, err := Open(m, Options{Slots: cfg.Slots, MaxStepTokens: cfg.TokenBudget, Context: m.Context, KVMaxBytes: 2 << 30, GridBlocks: grid})
 	if err != nil {
 		t.Fatal(err)
 	}

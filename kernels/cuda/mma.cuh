@@ -26,7 +26,11 @@
 //    chunks' partial sums to global memory, and they are added in chunk
 //    order, from zero, before the epilogue (by the last block to finish a
 //    tile, found with an atomic counter per tile and pass, for one row;
-//    by the whole grid after a barrier for more, mma.cuh kSpreadM).
+//    by the whole grid after a barrier for more, mma.cuh kSpreadM); or,
+//    when a product has enough (tile, pass) pairs of many rows to fill
+//    the grid, a block takes all of a tile's chunks for one pass and adds
+//    their sums in chunk order itself (gemm_whole_t: the same operations,
+//    no partial sums in global memory).
 //
 // So an output element is the same sequence of operations whatever M is,
 // wherever its row sits in the step and whichever block computes it: the
@@ -429,6 +433,113 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
   clk.lap(3);
 }
 
+// gemm_whole_t is gemm_t's product (passes of kPass rows) in whole-K
+// units, for a matrix of several chunks when M is large enough that its
+// (tile, pass) pairs fill the grid (gemm_whole_ok): a block takes a tile's
+// rows of one pass over every chunk, each chunk's accumulation from zero
+// exactly as gemm_t's loop does it, and adds the chunks' sums in chunk
+// order from zero (chunk_sum's order) in shared memory, after the staged
+// inputs. The same operations for every output element, so a row's
+// results do not depend on which mode its step took; without the partial
+// sums in global memory (nk × the output) and the grid barrier.
+__host__ __device__ constexpr size_t gemm_whole_smem() {
+  return (size_t)kPass * gemm_pitch(kSG * 32) * 2 + (size_t)kWarps * (kPass / 8) * 32 * 16;
+}
+__device__ __forceinline__ bool gemm_whole_ok(const DMat &W, int M, size_t cap) {
+  const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
+  return W.nk > 1 && M > kPass && tiles * passes >= (int)gridDim.x && gemm_whole_smem() <= cap - kRingBytes;
+}
+template <int TY, class Epi>
+__device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,
+                                          Epi epi) {
+  constexpr int PASS = kPass, NT = PASS / 8;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int K = W.cols, G = K / 32, nk = W.nk;
+  const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + PASS - 1) / PASS;
+  WStream<TY> ws(W, xs, cap);
+  constexpr int RUN = WStream<TY>::RUN, BLK = WStream<TY>::BLK, D = WStream<TY>::D;
+  const uint32_t ring = ws.ring;
+  const int pitch = gemm_pitch(kSG * 32);
+  // [warp][n8 tile][lane]: the lane's four sums of each n8 tile.
+  float4 *tot = reinterpret_cast<float4 *>(reinterpret_cast<char *>(xs) + (size_t)PASS * pitch * 2) +
+                (size_t)warp * NT * 32 + lane;
+  GemmClock clk(s.prof, 1);
+  __syncthreads();  // the previous user of the shared memory is done
+  cp_wait<0>();     // gemm_prime's copies are of gemm_t's first unit: not used here
+  __syncwarp();
+  for (int u = blockIdx.x; u < tiles * passes; u += gridDim.x) {
+    const int tile = u % tiles, m0 = u / tiles * PASS, mrows = min(PASS, M - m0);
+    const int rlo = tile * kGemmRows + warp * 16 + g;
+    const __nv_bfloat16 *xrow = xs + (size_t)g * pitch + 8 * q;
+    for (int chunk = 0; chunk < nk; chunk++) {
+      const int j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
+      float acc[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+      ws.prime(tile * nk + chunk);
+      // gemm_t's loop (inputs not resident): the same operations.
+      for (int s0 = j0; s0 < j1; s0 += kSG) {
+        const int s1 = min(s0 + kSG, j1);
+        clk.lap(1);
+        __syncthreads();
+        gstage(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
+        __syncthreads();
+        const int cbase = 32 * s0;
+        clk.lap(0);
+        for (int jb = s0; jb < s1; jb += D) {
+#pragma unroll
+          for (int i = 0; i < D; i++) {
+            const int j = jb + i;
+            if (j < s1) {
+              cp_wait<D - 1>();
+              __syncwarp();
+              WRaw<TY> wl, wh;
+              wl.read(ring + i * BLK + lane * RUN, ws.sl[i]);
+              wh.read(ring + i * BLK + 32 * RUN + lane * RUN, ws.sh[i]);
+              __syncwarp();
+              if (j + D < j1) ws.issue(j + D, i);
+              cp_commit();
+              const uint4 lo = wl.bf16(), hi = wh.bf16();
+              const __nv_bfloat16 *xc = xrow + (32 * j - cbase);
+#pragma unroll
+              for (int nt = 0; nt < NT; nt++) {
+                if (nt * 8 < mrows) {
+                  const uint4 b = *reinterpret_cast<const uint4 *>(xc + (size_t)nt * 8 * pitch);
+                  mma_bf16(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+                  mma_bf16(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+                }
+              }
+            }
+          }
+        }
+      }
+      clk.lap(1);
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++)
+        if (nt * 8 < mrows) {
+          float4 v = chunk ? tot[nt * 32] : make_float4(0.f, 0.f, 0.f, 0.f);
+          v.x += acc[nt][0];
+          v.y += acc[nt][1];
+          v.z += acc[nt][2];
+          v.w += acc[nt][3];
+          tot[nt * 32] = v;
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int t = m0 + nt * 8 + 2 * q + e;
+        if (nt * 8 < mrows && t < M) {
+          const float4 v = tot[nt * 32];
+          epi(t, rlo, e ? v.y : v.x, e ? v.w : v.z);
+        }
+      }
+    clk.lap(2);
+  }
+  cp_wait<0>();
+}
+
 // gemm_prime starts the copies of this block's first unit of W into the
 // ring, so that they run while the block waits at the barrier before the
 // product (and through the phase before it: the ring is used by nothing
@@ -451,6 +562,13 @@ __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap,
     else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kSmallM>(W, in, M, xs, cap, s, epi);
     else if (W.type == RLM_TYPE_Q8_0) gemm_t<RLM_TYPE_Q8_0, kSmallM>(W, in, M, xs, cap, s, epi);
     else gemm_t<RLM_TYPE_F32, kSmallM>(W, in, M, xs, cap, s, epi);
+    return;
+  }
+  if (gemm_whole_ok(W, M, cap)) {
+    if (W.type == RLM_TYPE_BF16) gemm_whole_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
+    else if (W.type == RLM_TYPE_F16) gemm_whole_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);
+    else if (W.type == RLM_TYPE_Q8_0) gemm_whole_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
+    else gemm_whole_t<RLM_TYPE_F32>(W, in, M, xs, cap, s, epi);
     return;
   }
   if (W.type == RLM_TYPE_BF16) gemm_t<RLM_TYPE_BF16, kPass>(W, in, M, xs, cap, s, epi);

@@ -21,17 +21,24 @@ import (
 // bitwise the same greedy and seeded sampled tokens, logprobs and
 // alternatives on the GPU (conformance.CheckChunking; the CPU device
 // passes the same check in kernels/conformance). A tiny llama in BF16 and
-// a tiny qwen2 (tied head, QKV bias) in Q8_0.
+// a tiny qwen2 (tied head, QKV bias) in Q8_0. On a grid of 8 blocks too:
+// there the products of a few hundred rows take their whole-K units
+// (mma.cuh), so a token's rows meet both modes across the chunkings.
 func TestChunkingInvariance(t *testing.T) {
 	needGPU(t)
 	for _, c := range []struct {
 		arch string
 		typ  gguf.Type
-	}{{"llama", gguf.TypeBF16}, {"qwen2", gguf.TypeQ8_0}} {
-		t.Run(fmt.Sprintf("tiny-%s-%s", c.arch, c.typ), func(t *testing.T) {
+		grid int
+	}{{"llama", gguf.TypeBF16, 0}, {"qwen2", gguf.TypeQ8_0, 0}, {"llama", gguf.TypeBF16, 8}, {"qwen2", gguf.TypeQ8_0, 8}} {
+		name := fmt.Sprintf("tiny-%s-%s", c.arch, c.typ)
+		if c.grid > 0 {
+			name += fmt.Sprintf("-grid%d", c.grid)
+		}
+		t.Run(name, func(t *testing.T) {
 			m := tiny(t, c.arch, c.typ)
 			conformance.CheckChunking(t, m.Vocab, m.Context, func(t *testing.T, cfg engine.Config) (*engine.Engine, func()) {
-				e, _, closeGPU := cudaEngine(t, m, cfg)
+				e, _, closeGPU := cudaEngineGrid(t, m, cfg, c.grid)
 				return e, closeGPU
 			})
 		})
