@@ -80,8 +80,8 @@ if [ "$SKIP_RINGLM" != 1 ]; then
   else
     LIB=$ROOT/kernels/cuda/libringlm_cuda.so
     ( t0=$SECONDS
-      if command -v make >/dev/null; then timeout "$(left 240)" make -s cuda
-      else timeout "$(left 240)" nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
+      if command -v make >/dev/null; then timeout "$(left 480)" make -s cuda
+      else timeout "$(left 480)" nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
              -gencode=arch=compute_90,code=compute_90 -Xcompiler -fPIC -shared -o "$LIB" kernels/cuda/*.cu; fi
       echo "make cuda: rc $? in $((SECONDS - t0))s" ) &
     BUILD_PID=$!
