@@ -37,8 +37,7 @@ type Batch struct {
 	q []byte
 	// d: d[16b + t] is input t's scale of block b.
 	d []float32
-	// bs: Q8_K's sums of quants (batch_k.go).
-	bs []int32
+	k kBatch // Q8_K inputs' layout (batch_k.go)
 }
 
 // Len is the inputs in the batch.

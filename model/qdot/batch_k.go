@@ -128,11 +128,19 @@ const (
 // pair16 is a dword of two int16 words, lo in the low one.
 func pair16(lo, hi int32) uint32 { return uint32(uint16(lo)) | uint32(uint16(hi))<<16 }
 
-// setK lays out Q8_K inputs: q, for lane l, super-block s, sub-block j,
-// input t: q[((l·nb + s)·8 + j)·64 + 4t + k] = q_t[256s+32j+l+8k] + 128
-// (k < 4), as an unsigned byte; d[16s + t] input t's scale; bs[(4s + i)·16
-// + t] the word pair of its sums of quants 64i..64i+31 (low word) and
-// 64i+32..64i+63 (high), against the pairs of mins.
+// kBatch is Q8_K inputs laid out for the K-quant kernels: q, for lane l,
+// super-block s, sub-block j, input t: q[((l·nb + s)·8 + j)·64 + 4t + k] =
+// q_t[256s+32j+l+8k] + 128 (k < 4), as an unsigned byte; d[16s + t] input
+// t's scale; bs[(4s + i)·16 + t] the word pair of its sums of quants
+// 64i..64i+31 (low word) and 64i+32..64i+63 (high), against the pairs of
+// mins.
+type kBatch struct {
+	q  []byte
+	d  []float32
+	bs []int32
+}
+
+// setK lays out Q8_K inputs in bt.k.
 func (bt *Batch) setK(acts []Acts) {
 	n := acts[0].n
 	for i := range acts {
@@ -142,17 +150,18 @@ func (bt *Batch) setK(acts []Acts) {
 	}
 	nb := n / 256
 	bt.n, bt.nb, bt.act = len(acts), nb, gguf.TypeQ8_K
-	bt.q, bt.d, bt.bs = grow(bt.q, nb*4096), grow(bt.d, nb*16), grow(bt.bs, nb*64)
+	kb := &bt.k
+	kb.q, kb.d, kb.bs = grow(kb.q, nb*4096), grow(kb.d, nb*16), grow(kb.bs, nb*64)
 	for t := range BatchInputs {
 		if t >= len(acts) { // lanes no input uses
 			for g := range nb * 64 {
-				binary.LittleEndian.PutUint32(bt.q[64*g+4*t:], 0)
+				binary.LittleEndian.PutUint32(kb.q[64*g+4*t:], 0)
 			}
 			for g := range nb * 4 {
-				bt.bs[16*g+t] = 0
+				kb.bs[16*g+t] = 0
 			}
 			for s := range nb {
-				bt.d[16*s+t] = 0
+				kb.d[16*s+t] = 0
 			}
 			continue
 		}
@@ -164,15 +173,15 @@ func (bt *Batch) setK(acts []Acts) {
 				for j := range 8 {
 					e := 32*j + l
 					v := uint32(uint8(q[e])) | uint32(uint8(q[e+8]))<<8 | uint32(uint8(q[e+16]))<<16 | uint32(uint8(q[e+24]))<<24
-					binary.LittleEndian.PutUint32(bt.q[o+64*j:], v^0x80808080)
+					binary.LittleEndian.PutUint32(kb.q[o+64*j:], v^0x80808080)
 				}
 			}
-			bt.d[16*s+t] = a.d[s]
+			kb.d[16*s+t] = a.d[s]
 			bs := a.sums[16*s : 16*s+16]
 			for i := range 4 {
 				lo := int32(bs[4*i]) + int32(bs[4*i+1])
 				hi := int32(bs[4*i+2]) + int32(bs[4*i+3])
-				bt.bs[16*(4*s+i)+t] = int32(pair16(lo, hi))
+				kb.bs[16*(4*s+i)+t] = int32(pair16(lo, hi))
 			}
 		}
 	}

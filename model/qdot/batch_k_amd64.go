@@ -7,11 +7,11 @@ func runQ5_0(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr,
 }
 
 func runK4(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr, mask uint16, tmp *float32) {
-	k4BatchVNNI(p, ldp, nb, &bt.q[0], &bt.d[0], &bt.bs[0], out, ldo, mask, tmp)
+	k4BatchVNNI(p, ldp, nb, &bt.k.q[0], &bt.k.d[0], &bt.k.bs[0], out, ldo, mask, tmp)
 }
 
 func runQ6_K(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr, mask uint16, tmp *float32) {
-	q6kBatchVNNI(p, ldp, nb, &bt.q[0], &bt.d[0], out, ldo, mask, tmp)
+	q6kBatchVNNI(p, ldp, nb, &bt.k.q[0], &bt.k.d[0], out, ldo, mask, tmp)
 }
 
 // q50BatchVNNI: three prepared Q5_0 rows at p, p+ldp, p+2·ldp of nb

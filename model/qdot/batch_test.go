@@ -26,15 +26,20 @@ func mulBatchCheck(t *testing.T, k *Kernel, rng *rand.Rand, s *BatchScratch, wha
 	for i := range acts {
 		acts[i].Quantize(k.Act, randActs(rng, cols))
 	}
-	mulBatchCheckActs(t, k, s, what, w, acts)
+	mulBatchCheckActs(t, k, s, nil, what, w, acts)
 }
 
-func mulBatchCheckActs(t *testing.T, k *Kernel, s *BatchScratch, what string, w []byte, acts []Acts) {
+// mulBatchCheckActs is mulBatchCheck with the inputs acts, laid out in bts
+// (nil: new batches).
+func mulBatchCheckActs(t *testing.T, k *Kernel, s *BatchScratch, bts []Batch, what string, w []byte, acts []Acts) {
 	t.Helper()
 	n, cols := len(acts), acts[0].Len()
 	rb := cols / k.block * k.bytes
 	rows := len(w) / rb
-	bts := make([]Batch, (n+BatchInputs-1)/BatchInputs)
+	if bts == nil {
+		bts = make([]Batch, (n+BatchInputs-1)/BatchInputs)
+	}
+	bts = bts[:(n+BatchInputs-1)/BatchInputs]
 	for g := range bts {
 		bts[g].Set(acts[g*BatchInputs : min(n, (g+1)*BatchInputs)])
 	}
@@ -100,6 +105,27 @@ func TestMulBatch(t *testing.T) {
 		}
 		mulBatchCheck(t, k, rng, &s, "every scale", w, cols, 16)
 		mulBatchCheck(t, k, rng, &s, "every scale, a lone batch", w, cols, 15)
+	}
+}
+
+// TestBatchReuse: batches and scratch that served other types and sizes
+// (as the model's pools reuse them) give the same bits.
+func TestBatchReuse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(53, 54))
+	bts := make([]Batch, 3)
+	var s BatchScratch
+	for i, c := range []struct {
+		typ        gguf.Type
+		rows, cols int
+	}{{gguf.TypeQ6_K, 13, 4864}, {gguf.TypeQ5_0, 7, 896}, {gguf.TypeQ8_0, 25, 4864}, {gguf.TypeQ4_K, 12, 256},
+		{gguf.TypeQ5_0, 4, 8192}, {gguf.TypeQ5_K, 5, 768}, {gguf.TypeQ8_0, 3, 96}, {gguf.TypeQ6_K, 26, 1024}} {
+		k := For(c.typ)
+		acts := make([]Acts, 1+rng.IntN(40))
+		for j := range acts {
+			acts[j].Quantize(k.Act, randActs(rng, c.cols))
+		}
+		w := randBlocks(rng, c.typ, c.rows*c.cols/k.block)
+		mulBatchCheckActs(t, k, &s, bts, fmt.Sprintf("reuse %d", i), w, acts)
 	}
 }
 

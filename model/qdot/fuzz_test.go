@@ -72,6 +72,6 @@ func FuzzMulBatch(f *testing.F) {
 			acts[tk].Quantize(k.Act, x)
 		}
 		var s BatchScratch
-		mulBatchCheckActs(t, k, &s, "fuzz", w, acts)
+		mulBatchCheckActs(t, k, &s, nil, "fuzz", w, acts)
 	})
 }
