@@ -99,9 +99,9 @@ func init() {
 		return
 	}
 	batchKernels[gguf.TypeQ5_0] = &batchKernel{rows: 3, rec: q50Rec, tmp: 4 * 3 * 8 * 16, prep: prepQ5_0, run: runQ5_0}
-	batchKernels[gguf.TypeQ4_K] = &batchKernel{rows: 12, rec: kRec, tmp: 12 * 16, prep: prepQ4_K, run: runK4}
-	batchKernels[gguf.TypeQ5_K] = &batchKernel{rows: 12, rec: kRec, tmp: 12 * 16, prep: prepQ5_K, run: runK4}
-	batchKernels[gguf.TypeQ6_K] = &batchKernel{rows: 12, rec: kRec, tmp: 12 * 16, prep: prepQ6_K, run: runQ6_K}
+	batchKernels[gguf.TypeQ4_K] = &batchKernel{rows: 12, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ4_K, run: runK4}
+	batchKernels[gguf.TypeQ5_K] = &batchKernel{rows: 12, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ5_K, run: runK4}
+	batchKernels[gguf.TypeQ6_K] = &batchKernel{rows: 12, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ6_K, run: runQ6_K}
 }
 
 // A prepared Q5_0 block (q50Rec bytes): the 32 quants less 16 as int8,
@@ -128,8 +128,8 @@ const (
 // pair16 is a dword of two int16 words, lo in the low one.
 func pair16(lo, hi int32) uint32 { return uint32(uint16(lo)) | uint32(uint16(hi))<<16 }
 
-// kBatch is Q8_K inputs laid out for the K-quant kernels: q, for lane l,
-// super-block s, sub-block j, input t: q[((l·nb + s)·8 + j)·64 + 4t + k] =
+// kBatch is Q8_K inputs laid out for the K-quant kernels: q, for
+// super-block s, lane l, sub-block j, input t: q[((8s + l)·8 + j)·64 + 4t + k] =
 // q_t[256s+32j+l+8k] + 128 (k < 4), as an unsigned byte; d[16s + t] input
 // t's scale; bs[(4s + i)·16 + t] the word pair of its sums of quants
 // 64i..64i+31 (low word) and 64i+32..64i+63 (high), against the pairs of
@@ -169,7 +169,7 @@ func (bt *Batch) setK(acts []Acts) {
 		for s := range nb {
 			q := a.q[256*s : 256*s+256]
 			for l := range 8 {
-				o := ((l*nb+s)*8)*64 + 4*t
+				o := ((8*s+l)*8)*64 + 4*t
 				for j := range 8 {
 					e := 32*j + l
 					v := uint32(uint8(q[e])) | uint32(uint8(q[e+8]))<<8 | uint32(uint8(q[e+16]))<<16 | uint32(uint8(q[e+24]))<<24

@@ -37,12 +37,14 @@ GLOBL kiota<>(SB), RODATA|NOPTR, $64
 // A prepared super-block (kRec = 608 bytes, batch_k.go): at 32p + 4l the
 // dword of lane l of the sub-block at position p; at 256 + 4l lane l's
 // correction; at 288 + 32i + 4l scale pair i; at 544 + 4l d (the same
-// for every l); at 576 the mins, at 592 dmin. A lane's pass takes the
-// rows at p + 4l, so that every offset is a constant.
+// for every l); at 576 the mins, at 592 dmin. Lane l reads the rows at
+// p + 4l, so that every offset is a constant.
 //
 // Twelve rows: rows 3i, 3i+1, 3i+2 at Ri, Ri+R12, Ri+2·R12 for R8-R11
-// (the row addresses A below). Z0-Z11 hold the rows' float sums, Z12-Z23
-// their integer lanes; the batch's quants SI, scales DI.
+// (the row addresses A below). The kernels take a super-block at a time
+// (its records stay in L1 for its eight lanes): Z0-Z11 the rows' d·dx,
+// Z12-Z23 their integer lanes of one lane l; each lane's float sums live
+// in tmp (DX), 768 bytes a lane, after the rows' sumf (BX).
 
 // KROWS(off): R8-R11 = the rows at p+off, R12 = ldp.
 #define KROWS(off) \
@@ -53,9 +55,9 @@ GLOBL kiota<>(SB), RODATA|NOPTR, $64
 	LEAQ (R9)(R12*2), R10; ADDQ R12, R10; \
 	LEAQ (R10)(R12*2), R11; ADDQ R12, R11
 
-// KNEXT: the rows' next super-block.
-#define KNEXT \
-	ADDQ $608, R8; ADDQ $608, R9; ADDQ $608, R10; ADDQ $608, R11
+// KADVANCE(n): the rows n bytes on.
+#define KADVANCE(n) \
+	ADDQ n, R8; ADDQ n, R9; ADDQ n, R10; ADDQ n, R11
 
 #define ZERO12(a, b, c, d, e, f, g, h, i, j, k, l) \
 	ZERO8(a, b, c, d, e, f, g, h); \
@@ -75,7 +77,7 @@ GLOBL kiota<>(SB), RODATA|NOPTR, $64
 	VMULPS T, Z28, T; \
 	VSUBPS T, S, S
 
-// KSTORE: tmp (BX) = Z0-Z11.
+// KSTORE: tmp (BX) = Z0-Z11, the rows' sumf before the lanes.
 #define KSTORE \
 	VMOVUPS Z0, 0(BX); \
 	VMOVUPS Z1, 64(BX); \
@@ -89,6 +91,38 @@ GLOBL kiota<>(SB), RODATA|NOPTR, $64
 	VMOVUPS Z9, 576(BX); \
 	VMOVUPS Z10, 640(BX); \
 	VMOVUPS Z11, 704(BX)
+
+// KSTART: the lanes' sums (tmp after sumf) zeroed, the rows and the
+// batch at the first super-block.
+#define KSTART \
+	VPXORD Z24, Z24, Z24; \
+	LEAQ 768(BX), DX; \
+	MOVQ $96, CX; \
+kzero: ; \
+	VMOVUPS Z24, (DX); \
+	ADDQ $64, DX; \
+	DECQ CX; \
+	JNZ  kzero; \
+	KROWS($0); \
+	MOVQ xq+24(FP), SI; \
+	MOVQ xd+32(FP), DI; \
+	MOVQ nb+16(FP), CX
+
+// KDX: Z0-Z11 = the rows' d·dx of the super-block (in Dot's operand order).
+#define KDX \
+	VMOVUPS (DI), Z30; \
+	VBROADCASTSS 544(R8), Z0; VMULPS Z30, Z0, Z0; \
+	VBROADCASTSS 544(R8)(R12*1), Z1; VMULPS Z30, Z1, Z1; \
+	VBROADCASTSS 544(R8)(R12*2), Z2; VMULPS Z30, Z2, Z2; \
+	VBROADCASTSS 544(R9), Z3; VMULPS Z30, Z3, Z3; \
+	VBROADCASTSS 544(R9)(R12*1), Z4; VMULPS Z30, Z4, Z4; \
+	VBROADCASTSS 544(R9)(R12*2), Z5; VMULPS Z30, Z5, Z5; \
+	VBROADCASTSS 544(R10), Z6; VMULPS Z30, Z6, Z6; \
+	VBROADCASTSS 544(R10)(R12*1), Z7; VMULPS Z30, Z7, Z7; \
+	VBROADCASTSS 544(R10)(R12*2), Z8; VMULPS Z30, Z8, Z8; \
+	VBROADCASTSS 544(R11), Z9; VMULPS Z30, Z9, Z9; \
+	VBROADCASTSS 544(R11)(R12*1), Z10; VMULPS Z30, Z10, Z10; \
+	VBROADCASTSS 544(R11)(R12*2), Z11; VMULPS Z30, Z11, Z11
 
 // KINIT: the rows' integer lanes = their corrections.
 #define KINIT \
@@ -105,77 +139,49 @@ GLOBL kiota<>(SB), RODATA|NOPTR, $64
 	VPBROADCASTD 256(R11)(R12*1), Z22; \
 	VPBROADCASTD 256(R11)(R12*2), Z23
 
-// KFIN(A, L, S): S += (d·dx) · float(L), row A's lane of the super-block
-// (Z30 dx).
-#define KFIN(A, L, S) \
-	VBROADCASTSS 544 A, Z31; \
-	VMULPS Z30, Z31, Z31; \
+// KFIN(r, L, D): the lane's sum of row r += float(L)·D.
+#define KFIN(r, L, D) \
 	VCVTDQ2PS L, L; \
-	VMULPS Z31, L, L; \
-	VADDPS L, S, S
+	VMULPS D, L, L; \
+	VMOVUPS 64*r(DX), Z31; \
+	VADDPS L, Z31, Z31; \
+	VMOVUPS Z31, 64*r(DX)
 
-// KLANEDONE: the super-block's lanes added to the rows' sums; the next
-// super-block.
+// KLANEDONE: the lane's integer sums into its float sums; the next lane.
 #define KLANEDONE \
-	VMOVUPS (DI), Z30; \
-	KFIN((R8), Z12, Z0); \
-	KFIN((R8)(R12*1), Z13, Z1); \
-	KFIN((R8)(R12*2), Z14, Z2); \
-	KFIN((R9), Z15, Z3); \
-	KFIN((R9)(R12*1), Z16, Z4); \
-	KFIN((R9)(R12*2), Z17, Z5); \
-	KFIN((R10), Z18, Z6); \
-	KFIN((R10)(R12*1), Z19, Z7); \
-	KFIN((R10)(R12*2), Z20, Z8); \
-	KFIN((R11), Z21, Z9); \
-	KFIN((R11)(R12*1), Z22, Z10); \
-	KFIN((R11)(R12*2), Z23, Z11); \
-	KNEXT; \
+	KFIN(0, Z12, Z0); \
+	KFIN(1, Z13, Z1); \
+	KFIN(2, Z14, Z2); \
+	KFIN(3, Z15, Z3); \
+	KFIN(4, Z16, Z4); \
+	KFIN(5, Z17, Z5); \
+	KFIN(6, Z18, Z6); \
+	KFIN(7, Z19, Z7); \
+	KFIN(8, Z20, Z8); \
+	KFIN(9, Z21, Z9); \
+	KFIN(10, Z22, Z10); \
+	KFIN(11, Z23, Z11); \
+	KADVANCE($4); \
 	ADDQ $512, SI; \
-	ADDQ $64, DI
+	ADDQ $768, DX
 
-// KSTART: the rows and the batch at lane R13, Z0-Z11 = 0.
-#define KSTART \
-	MOVQ R13, AX; \
-	SHLQ $2, AX; \
-	KROWS(AX); \
-	MOVQ nb+16(FP), CX; \
-	MOVQ R13, SI; \
-	IMULQ CX, SI; \
-	SHLQ $9, SI; \
-	ADDQ xq+24(FP), SI; \
-	MOVQ xd+32(FP), DI; \
-	ZERO12(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11)
+// KSUM(r): row r's sumf plus its eight lane sums in lane order, scattered
+// to its outputs (DI: out, Z27 and AX from KLANES).
+#define KSUM(r) \
+	VMOVUPS 64*r(BX), Z0; \
+	VADDPS 768+64*r(BX), Z0, Z0; \
+	VADDPS 1536+64*r(BX), Z0, Z0; \
+	VADDPS 2304+64*r(BX), Z0, Z0; \
+	VADDPS 3072+64*r(BX), Z0, Z0; \
+	VADDPS 3840+64*r(BX), Z0, Z0; \
+	VADDPS 4608+64*r(BX), Z0, Z0; \
+	VADDPS 5376+64*r(BX), Z0, Z0; \
+	VADDPS 6144+64*r(BX), Z0, Z0; \
+	KSCATTER(Z0, 4*r)
 
-// KADD: tmp (BX) += Z0-Z11, the lane's sums: Dot's sumf += sums[l].
-#define KADD \
-	VMOVUPS 0(BX), Z24; VADDPS Z0, Z24, Z24; VMOVUPS Z24, 0(BX); \
-	VMOVUPS 64(BX), Z24; VADDPS Z1, Z24, Z24; VMOVUPS Z24, 64(BX); \
-	VMOVUPS 128(BX), Z24; VADDPS Z2, Z24, Z24; VMOVUPS Z24, 128(BX); \
-	VMOVUPS 192(BX), Z24; VADDPS Z3, Z24, Z24; VMOVUPS Z24, 192(BX); \
-	VMOVUPS 256(BX), Z24; VADDPS Z4, Z24, Z24; VMOVUPS Z24, 256(BX); \
-	VMOVUPS 320(BX), Z24; VADDPS Z5, Z24, Z24; VMOVUPS Z24, 320(BX); \
-	VMOVUPS 384(BX), Z24; VADDPS Z6, Z24, Z24; VMOVUPS Z24, 384(BX); \
-	VMOVUPS 448(BX), Z24; VADDPS Z7, Z24, Z24; VMOVUPS Z24, 448(BX); \
-	VMOVUPS 512(BX), Z24; VADDPS Z8, Z24, Z24; VMOVUPS Z24, 512(BX); \
-	VMOVUPS 576(BX), Z24; VADDPS Z9, Z24, Z24; VMOVUPS Z24, 576(BX); \
-	VMOVUPS 640(BX), Z24; VADDPS Z10, Z24, Z24; VMOVUPS Z24, 640(BX); \
-	VMOVUPS 704(BX), Z24; VADDPS Z11, Z24, Z24; VMOVUPS Z24, 704(BX)
-
-// KOUT: tmp scattered to the outputs (DI: out, Z27 and AX from KLANES).
 #define KOUT \
-	VMOVUPS 0(BX), Z0; KSCATTER(Z0, 0); \
-	VMOVUPS 64(BX), Z0; KSCATTER(Z0, 4); \
-	VMOVUPS 128(BX), Z0; KSCATTER(Z0, 8); \
-	VMOVUPS 192(BX), Z0; KSCATTER(Z0, 12); \
-	VMOVUPS 256(BX), Z0; KSCATTER(Z0, 16); \
-	VMOVUPS 320(BX), Z0; KSCATTER(Z0, 20); \
-	VMOVUPS 384(BX), Z0; KSCATTER(Z0, 24); \
-	VMOVUPS 448(BX), Z0; KSCATTER(Z0, 28); \
-	VMOVUPS 512(BX), Z0; KSCATTER(Z0, 32); \
-	VMOVUPS 576(BX), Z0; KSCATTER(Z0, 36); \
-	VMOVUPS 640(BX), Z0; KSCATTER(Z0, 40); \
-	VMOVUPS 704(BX), Z0; KSCATTER(Z0, 44)
+	KSUM(0); KSUM(1); KSUM(2); KSUM(3); KSUM(4); KSUM(5); \
+	KSUM(6); KSUM(7); KSUM(8); KSUM(9); KSUM(10); KSUM(11)
 
 // K4ROW(pos, scp, A, L, T): L += the scale pair scp · the sums of row A's
 // sub-blocks at positions pos and pos+1 with the batch's (Z24, Z25): the
@@ -232,30 +238,32 @@ kmins:
 	KMIN((R11), Z9, Z21)
 	KMIN((R11)(R12*1), Z10, Z22)
 	KMIN((R11)(R12*2), Z11, Z23)
-	KNEXT
+	KADVANCE($608)
 	ADDQ $256, DX
 	ADDQ $64, DI
 	DECQ CX
 	JNZ  kmins
 	KSTORE
-	XORQ R13, R13
-
-k4lane:
 	KSTART
 
 k4block:
+	KDX
+	LEAQ 768(BX), DX
+	MOVQ $8, R13
+
+k4lane:
 	KINIT
 	K4JP(0, 0, 2)
 	K4JP(1, 1, 3)
 	K4JP(2, 4, 6)
 	K4JP(3, 5, 7)
 	KLANEDONE
+	DECQ R13
+	JNZ  k4lane
+	KADVANCE($576)
+	ADDQ $64, DI
 	DECQ CX
 	JNZ  k4block
-	KADD
-	INCQ R13
-	CMPQ R13, $8
-	JNE  k4lane
 	MOVQ out+48(FP), DI
 	KLANES(ldo+56(FP), mask+64(FP))
 	KOUT
@@ -289,12 +297,14 @@ TEXT ·q6kBatchVNNI(SB), NOSPLIT, $0-72
 	MOVQ tmp+64(FP), BX
 	ZERO12(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11)
 	KSTORE
-	XORQ R13, R13
-
-q6lane:
 	KSTART
 
 q6block:
+	KDX
+	LEAQ 768(BX), DX
+	MOVQ $8, R13
+
+q6lane:
 	KINIT
 	Q6J(0)
 	Q6J(1)
@@ -305,12 +315,12 @@ q6block:
 	Q6J(6)
 	Q6J(7)
 	KLANEDONE
+	DECQ R13
+	JNZ  q6lane
+	KADVANCE($576)
+	ADDQ $64, DI
 	DECQ CX
 	JNZ  q6block
-	KADD
-	INCQ R13
-	CMPQ R13, $8
-	JNE  q6lane
 	MOVQ out+40(FP), DI
 	KLANES(ldo+48(FP), mask+56(FP))
 	KOUT
