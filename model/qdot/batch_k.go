@@ -98,7 +98,7 @@ func init() {
 	if !useVNNI {
 		return
 	}
-	batchKernels[gguf.TypeQ5_0] = &batchKernel{rows: 3, rec: q50Rec, tmp: 4 * 3 * 8 * 16, prep: prepQ5_0, run: runQ5_0}
+	batchKernels[gguf.TypeQ5_0] = &batchKernel{rows: 3, rec: q50Rec, tmp: 2 * 3 * 8 * 16, prep: prepQ5_0, run: runQ5_0}
 	batchKernels[gguf.TypeQ4_K] = &batchKernel{rows: 12, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ4_K, run: runK4}
 	batchKernels[gguf.TypeQ5_K] = &batchKernel{rows: 12, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ5_K, run: runK4}
 	batchKernels[gguf.TypeQ6_K] = &batchKernel{rows: 12, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ6_K, run: runQ6_K}

@@ -15,19 +15,19 @@ func runQ6_K(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr,
 }
 
 // q50BatchVNNI: three prepared Q5_0 rows at p, p+ldp, p+2·ldp of nb
-// blocks against a Q8_0 batch; tmp holds 4·3·8·16 floats.
+// blocks against a Q8_0 batch; tmp holds 2·3·8·16 floats.
 //
 //go:noescape
 func q50BatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, mask uint16, tmp *float32)
 
 // k4BatchVNNI: twelve prepared Q4_K or Q5_K rows against a Q8_K batch;
-// tmp holds 12·16 floats.
+// tmp holds 9·12·16 floats.
 //
 //go:noescape
 func k4BatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, xs *int32, out *float32, ldo uintptr, mask uint16, tmp *float32)
 
 // q6kBatchVNNI: twelve prepared Q6_K rows against a Q8_K batch; tmp
-// holds 12·16 floats.
+// holds 9·12·16 floats.
 //
 //go:noescape
 func q6kBatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, mask uint16, tmp *float32)
