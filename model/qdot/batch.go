@@ -142,7 +142,7 @@ func (k *Kernel) MulBatch(out []float32, ldo int, w []byte, acts []Acts, bts []B
 		return
 	}
 	if bk := batchKernels[k.Weight]; bk != nil {
-		bk.mul(out, ldo, w, rows, bts, &s.k)
+		bk.mul(k, out, ldo, w, rows, acts, bts, &s.k)
 		return
 	}
 	if len(bts) == 1 && bts[0].n < BatchInputs { // a lone batch: the correction lane, no preparing pass

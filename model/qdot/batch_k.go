@@ -51,6 +51,9 @@ type kScratch struct {
 // batchKernel is the batch kernel of a type with prepared rows.
 type batchKernel struct {
 	rows int // rows of a tile
+	// minInputs is the fewest inputs of a lone batch (a decode step) for
+	// which preparing the rows pays; below, DotRows is faster.
+	minInputs int
 	rec  int // bytes of one prepared row block
 	tmp  int // float32s of the kernel's scratch
 	// prep prepares a row of nb blocks w into p (nb·rec bytes).
@@ -61,8 +64,14 @@ type batchKernel struct {
 	run func(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr, mask uint16, tmp *float32)
 }
 
-// mul is MulBatch for bk's type, once the arguments are checked.
-func (bk *batchKernel) mul(out []float32, ldo int, w []byte, rows int, bts []Batch, s *kScratch) {
+// mul is MulBatch for k, bk's type, once the arguments are checked.
+func (bk *batchKernel) mul(k *Kernel, out []float32, ldo int, w []byte, rows int, acts []Acts, bts []Batch, s *kScratch) {
+	if len(acts) < bk.minInputs {
+		for t := range acts {
+			k.DotRows(out[t*ldo:t*ldo+rows], w, &acts[t])
+		}
+		return
+	}
 	nb := bts[0].nb
 	rb := len(w) / rows
 	ldp := nb * bk.rec
@@ -98,10 +107,10 @@ func init() {
 	if !useVNNI {
 		return
 	}
-	batchKernels[gguf.TypeQ5_0] = &batchKernel{rows: 3, rec: q50Rec, tmp: 2 * 3 * 8 * 16, prep: prepQ5_0, run: runQ5_0}
-	batchKernels[gguf.TypeQ4_K] = &batchKernel{rows: 12, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ4_K, run: runK4}
-	batchKernels[gguf.TypeQ5_K] = &batchKernel{rows: 12, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ5_K, run: runK4}
-	batchKernels[gguf.TypeQ6_K] = &batchKernel{rows: 12, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ6_K, run: runQ6_K}
+	batchKernels[gguf.TypeQ5_0] = &batchKernel{rows: 3, minInputs: 5, rec: q50Rec, tmp: 2 * 3 * 8 * 16, prep: prepQ5_0, run: runQ5_0}
+	batchKernels[gguf.TypeQ4_K] = &batchKernel{rows: 12, minInputs: 5, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ4_K, run: runK4}
+	batchKernels[gguf.TypeQ5_K] = &batchKernel{rows: 12, minInputs: 5, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ5_K, run: runK4}
+	batchKernels[gguf.TypeQ6_K] = &batchKernel{rows: 12, minInputs: 6, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ6_K, run: runQ6_K}
 }
 
 // A prepared Q5_0 block (q50Rec bytes): the 32 quants less 16 as int8,
