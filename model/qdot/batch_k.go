@@ -54,8 +54,8 @@ type batchKernel struct {
 	// minInputs is the fewest inputs of a lone batch (a decode step) for
 	// which preparing the rows pays; below, DotRows is faster.
 	minInputs int
-	rec  int // bytes of one prepared row block
-	tmp  int // float32s of the kernel's scratch
+	rec       int // bytes of one prepared row block
+	tmp       int // float32s of the kernel's scratch
 	// prep prepares a row of nb blocks w into p (nb·rec bytes).
 	prep func(p, w []byte, nb int)
 	// run multiplies the rows prepared at p (ldp bytes apart) by the batch
