@@ -8,24 +8,32 @@ import (
 )
 
 // Batch kernels for the types whose rows must be decoded before VNNI can
-// multiply them: Q5_0 (against Q8_0 batches) and Q4_K, Q5_K, Q6_K
-// (against Q8_K batches). Each result is Dot's, bit for bit: the integer
-// lanes of Dot's kernel are exact whatever the grouping, and the float
-// steps are Dot's, in its order, with the vector lanes as the inputs
-// (every float operation of one (row, input) pair is one lane's).
+// multiply them: Q4_0 and Q5_0 (against Q8_0 batches) and Q4_K, Q5_K,
+// Q6_K (against Q8_K batches). Each result is Dot's, bit for bit: the
+// integer lanes of Dot's kernel are exact whatever the grouping, and the
+// float steps are Dot's, in its order and with its operands in the same
+// places (so that a NaN keeps the payload Dot gives it), with the vector
+// lanes as the inputs: every float operation of one (row, input) pair is
+// one lane's.
 //
-// A tile of rows is first prepared (prepQ5_0, prepK: decoded to signed
-// bytes in the order the kernel reads them, with the integer corrections
-// and scales beside them), then multiplied by every batch of the call
-// while it is in cache. The inputs sit in the unsigned operand of
-// VPDPBUSD as q+128, so each lane of a row block carries a correction of
-// -128·Σ(scale·w) over its elements, computed by the preparation.
+// A tile of rows is first prepared (in assembly: decoded to signed bytes
+// in the order the kernel reads them, with the integer corrections and
+// scales beside them), then multiplied by every batch of the call while
+// it is in cache. The inputs sit in the unsigned operand of VPDPBUSD as
+// q+128, so each lane of a row block carries a correction of
+// -128·Σ(scale·w) over its elements, computed by the preparation. A lone
+// batch of fewer inputs than the preparation pays for (minInputs) runs
+// DotRows instead.
+//
+// Q4_0 sums a block's integer products into one lane per input, as the
+// Q8_0 kernel does, and adds (float(sumi)·dw)·dx to the result block by
+// block.
 //
 // Q5_0 keeps ggml's AVX2 order (lanes.go): per block eight int32 lanes
 // of four consecutive elements, each fused-multiply-added with d into
 // one of four accumulators by block mod 4. The kernel runs the blocks of
 // one accumulator after another, so that only it (8 lanes × 3 rows) lives
-// in registers, and folds the four at the end.
+// in registers, and folds the four as it goes.
 //
 // The K-quants sum in eight lanes, lane l taking the elements e ≡ l
 // (mod 8) of a super-block (kquants.go). The batch holds, for lane l and
@@ -37,9 +45,10 @@ import (
 // them by their two scales into the lane. Q6_K scales per 16 elements, so
 // the four bytes of a dword hold two scale groups: VPMADDUBSW sums each
 // pair into a word, and VPDPWSSD applies the pair of scales. The kernel
-// takes one lane at a time over all super-blocks (12 rows × 16 inputs of
-// that lane's sums in registers), adding it to the result in lane order
-// as Dot does; the mins (Q4_K, Q5_K) are summed first, as Dot's sumf.
+// takes a super-block at a time, its eight lanes in turn (12 rows × 16
+// inputs of one lane's integer sums in registers, the lanes' float sums in
+// scratch), and adds the lanes to the result in lane order at the end, as
+// Dot does; the mins (Q4_K, Q5_K) are summed first, as Dot's sumf.
 
 // kScratch holds the prepared rows of a tile and the kernels' scratch.
 type kScratch struct {
@@ -55,7 +64,7 @@ type batchKernel struct {
 	// which preparing the rows pays; below, DotRows is faster.
 	minInputs int
 	rec       int // bytes of one prepared row block
-	tmp       int // float32s of the kernel's scratch
+	tmp       int // float32s of the kernel's scratch (0: none)
 	// prep prepares a row of nb blocks w into p (nb·rec bytes).
 	prep func(p, w []byte, nb int)
 	// run multiplies the rows prepared at p (ldp bytes apart) by the batch
@@ -76,7 +85,11 @@ func (bk *batchKernel) mul(k *Kernel, out []float32, ldo int, w []byte, rows int
 	rb := len(w) / rows
 	ldp := nb * bk.rec
 	s.p = grow(s.p, bk.rows*ldp)
-	s.tmp = grow(s.tmp, bk.tmp)
+	var tmp *float32
+	if bk.tmp > 0 {
+		s.tmp = grow(s.tmp, bk.tmp)
+		tmp = &s.tmp[0]
+	}
 	for r0 := 0; r0 < rows; r0 += bk.rows {
 		nr := min(bk.rows, rows-r0)
 		for i := range nr {
@@ -88,11 +101,11 @@ func (bk *batchKernel) mul(k *Kernel, out []float32, ldo int, w []byte, rows int
 			mask := uint16(1)<<bt.n - 1
 			o := out[g*BatchInputs*ldo+r0:]
 			if nr == bk.rows {
-				bk.run(&s.p[0], uintptr(ldp), nb, bt, &o[0], uintptr(4*ldo), mask, &s.tmp[0])
+				bk.run(&s.p[0], uintptr(ldp), nb, bt, &o[0], uintptr(4*ldo), mask, tmp)
 				continue
 			}
 			s.out = grow(s.out, BatchInputs*bk.rows)
-			bk.run(&s.p[0], uintptr(ldp), nb, bt, &s.out[0], uintptr(4*bk.rows), mask, &s.tmp[0])
+			bk.run(&s.p[0], uintptr(ldp), nb, bt, &s.out[0], uintptr(4*bk.rows), mask, tmp)
 			for t := range bt.n {
 				copy(o[t*ldo:t*ldo+nr], s.out[t*bk.rows:])
 			}
@@ -107,11 +120,16 @@ func init() {
 	if !useVNNI {
 		return
 	}
+	batchKernels[gguf.TypeQ4_0] = &batchKernel{rows: 12, minInputs: 3, rec: q40Rec, prep: prepQ4_0, run: runQ4_0}
 	batchKernels[gguf.TypeQ5_0] = &batchKernel{rows: 3, minInputs: 5, rec: q50Rec, tmp: 2 * 3 * 8 * 16, prep: prepQ5_0, run: runQ5_0}
 	batchKernels[gguf.TypeQ4_K] = &batchKernel{rows: 12, minInputs: 5, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ4_K, run: runK4}
 	batchKernels[gguf.TypeQ5_K] = &batchKernel{rows: 12, minInputs: 5, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ5_K, run: runK4}
 	batchKernels[gguf.TypeQ6_K] = &batchKernel{rows: 12, minInputs: 6, rec: kRec, tmp: 9 * 12 * 16, prep: prepQ6_K, run: runQ6_K}
 }
+
+// A prepared Q4_0 block (q40Rec bytes): the 32 quants less 8 as int8,
+// the correction -128·Σ of them (int32), the F16 scale as float32.
+const q40Rec = 40
 
 // A prepared Q5_0 block (q50Rec bytes): the 32 quants less 16 as int8,
 // then eight int32 corrections -128·Σ of each four, then the F16 scale

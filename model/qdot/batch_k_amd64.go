@@ -6,6 +6,10 @@ func runQ5_0(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr,
 	q50BatchVNNI(p, ldp, nb, &bt.q[0], &bt.d[0], out, ldo, mask, tmp)
 }
 
+func runQ4_0(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr, mask uint16, tmp *float32) {
+	q40BatchVNNI(p, ldp, nb, &bt.q[0], &bt.d[0], out, ldo, mask)
+}
+
 func runK4(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr, mask uint16, tmp *float32) {
 	k4BatchVNNI(p, ldp, nb, &bt.k.q[0], &bt.k.d[0], &bt.k.bs[0], out, ldo, mask, tmp)
 }
@@ -19,6 +23,11 @@ func runQ6_K(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr,
 //
 //go:noescape
 func q50BatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, mask uint16, tmp *float32)
+
+// q40BatchVNNI: twelve prepared Q4_0 rows against a Q8_0 batch.
+//
+//go:noescape
+func q40BatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, mask uint16)
 
 // k4BatchVNNI: twelve prepared Q4_K or Q5_K rows against a Q8_K batch;
 // tmp holds 9·12·16 floats.
@@ -35,6 +44,9 @@ func q6kBatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, out *floa
 // The preparations of batch_k.go: nb blocks of a row at w into p.
 
 //go:noescape
+func q40PrepVNNI(p *byte, w *byte, nb int)
+
+//go:noescape
 func q50PrepVNNI(p *byte, w *byte, nb int)
 
 //go:noescape
@@ -46,6 +58,7 @@ func q5kPrepVNNI(p *byte, w *byte, nb int)
 //go:noescape
 func q6kPrepVNNI(p *byte, w *byte, nb int)
 
+func prepQ4_0(p, w []byte, nb int) { q40PrepVNNI(&p[0], &w[0], nb) }
 func prepQ5_0(p, w []byte, nb int) { q50PrepVNNI(&p[0], &w[0], nb) }
 func prepQ4_K(p, w []byte, nb int) { q4kPrepVNNI(&p[0], &w[0], nb) }
 func prepQ5_K(p, w []byte, nb int) { q5kPrepVNNI(&p[0], &w[0], nb) }

@@ -8,6 +8,9 @@ package qdot
 func runQ5_0(*byte, uintptr, int, *Batch, *float32, uintptr, uint16, *float32) {
 	panic("qdot: no batch kernel")
 }
+func runQ4_0(*byte, uintptr, int, *Batch, *float32, uintptr, uint16, *float32) {
+	panic("qdot: no batch kernel")
+}
 func runK4(*byte, uintptr, int, *Batch, *float32, uintptr, uint16, *float32) {
 	panic("qdot: no batch kernel")
 }
@@ -15,6 +18,7 @@ func runQ6_K(*byte, uintptr, int, *Batch, *float32, uintptr, uint16, *float32) {
 	panic("qdot: no batch kernel")
 }
 
+func prepQ4_0([]byte, []byte, int) { panic("qdot: no batch kernel") }
 func prepQ5_0([]byte, []byte, int) { panic("qdot: no batch kernel") }
 func prepQ4_K([]byte, []byte, int) { panic("qdot: no batch kernel") }
 func prepQ5_K([]byte, []byte, int) { panic("qdot: no batch kernel") }

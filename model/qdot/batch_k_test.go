@@ -10,6 +10,23 @@ import (
 	"ringlm/gguf"
 )
 
+// refPrepQ4_0 is the preparation of a Q4_0 row as batch_k.go lays it out
+// (q40Rec), in Go.
+func refPrepQ4_0(p, w []byte, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		blk, r := w[18*b:18*b+18], p[q40Rec*b:q40Rec*(b+1)]
+		var s int32
+		for j := range 16 {
+			lo, hi := int32(blk[2+j]&0xF)-8, int32(blk[2+j]>>4)-8
+			r[j], r[j+16] = byte(lo), byte(hi)
+			s += lo + hi
+		}
+		le.PutUint32(r[32:], uint32(-128*s))
+		le.PutUint32(r[36:], quietBits(f16(blk)))
+	}
+}
+
 // refPrepQ5_0 is the preparation of a Q5_0 row as batch_k.go lays it out
 // (q50Rec), in Go.
 func refPrepQ5_0(p, w []byte, nb int) {
@@ -93,6 +110,7 @@ func TestPrep(t *testing.T) {
 		t.Skip("no AVX-512 VNNI: no batch kernels")
 	}
 	refs := map[gguf.Type]func(p, w []byte, nb int){
+		gguf.TypeQ4_0: refPrepQ4_0,
 		gguf.TypeQ5_0: refPrepQ5_0,
 		gguf.TypeQ4_K: func(p, w []byte, nb int) { refPrepK(p, w, nb, 144, decodeQ4_K) },
 		gguf.TypeQ5_K: func(p, w []byte, nb int) { refPrepK(p, w, nb, 176, decodeQ5_K) },

@@ -13,7 +13,7 @@ import (
 
 // batchTypes are the types with a batch kernel of their own on a CPU
 // with VNNI.
-var batchTypes = []gguf.Type{gguf.TypeQ5_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
+var batchTypes = []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ5_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
 
 // mulBatchCheck runs MulBatch on the rows w (cols elements each) against
 // n random inputs and holds every result to Dot's bits, a NaN's payload
@@ -98,7 +98,7 @@ func TestMulBatch(t *testing.T) {
 			cols = 1024
 		}
 		w := randBlocks(rng, typ, nb)
-		offs := map[gguf.Type][]int{gguf.TypeQ5_0: {0}, gguf.TypeQ8_0: {0}, gguf.TypeQ4_K: {0, 2}, gguf.TypeQ5_K: {0, 2}, gguf.TypeQ6_K: {208}}[typ]
+		offs := map[gguf.Type][]int{gguf.TypeQ4_0: {0}, gguf.TypeQ5_0: {0}, gguf.TypeQ8_0: {0}, gguf.TypeQ4_K: {0, 2}, gguf.TypeQ5_K: {0, 2}, gguf.TypeQ6_K: {208}}[typ]
 		for b := range nb {
 			for i, o := range offs {
 				binary.LittleEndian.PutUint16(w[b*k.bytes+o:], uint16((2*i+1)*b))
@@ -118,7 +118,7 @@ func TestBatchReuse(t *testing.T) {
 	for i, c := range []struct {
 		typ        gguf.Type
 		rows, cols int
-	}{{gguf.TypeQ6_K, 13, 4864}, {gguf.TypeQ5_0, 7, 896}, {gguf.TypeQ8_0, 25, 4864}, {gguf.TypeQ4_K, 12, 256},
+	}{{gguf.TypeQ6_K, 13, 4864}, {gguf.TypeQ5_0, 7, 896}, {gguf.TypeQ4_0, 14, 256}, {gguf.TypeQ8_0, 25, 4864}, {gguf.TypeQ4_K, 12, 256},
 		{gguf.TypeQ5_0, 4, 8192}, {gguf.TypeQ5_K, 5, 768}, {gguf.TypeQ8_0, 3, 96}, {gguf.TypeQ6_K, 26, 1024}} {
 		k := For(c.typ)
 		acts := make([]Acts, 1+rng.IntN(40))
