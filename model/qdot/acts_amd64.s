@@ -2,34 +2,29 @@
 
 #include "textflag.h"
 
-// The AVX-512 quantizers of acts_avx512.go: quantize32 and quantize256
+// BCASTD(v, R): every dword of R = the constant v (clobbers AX).
+#define BCASTD(v, R) \
+	MOVL $v, AX; \
+	VPBROADCASTD AX, R
+
+// The AVX-512 quantizers of acts_amd64.go: quantize32 and quantize256
 // (acts.go) sixteen elements at a time, the same bits. A block's scale
 // comes from its largest magnitude, found as the largest of the
 // magnitudes' bits (the same order for finite floats); bits of 0x7f800000
 // or more mean an infinity or NaN, which the Go code finds as a NaN sum
 // of v·0.
 
-// QMAX(Z, X): X[0] = the largest dword of Z (unsigned). Clobbers Z, Z26.
-#define QMAX(Z, Y, X) \
+// QREDUCE(OP, Z, Y, X): X[0] = the dwords of Z combined by OP (VPMAXUD:
+// the largest, unsigned; VPADDD: the sum). Clobbers Z, Z26.
+#define QREDUCE(OP, Z, Y, X) \
 	VEXTRACTI64X4 $1, Z, Y26; \
-	VPMAXUD Y26, Y, Y; \
+	OP Y26, Y, Y; \
 	VEXTRACTI32X4 $1, Y, X26; \
-	VPMAXUD X26, X, X; \
+	OP X26, X, X; \
 	VPSHUFD $0x4e, X, X26; \
-	VPMAXUD X26, X, X; \
+	OP X26, X, X; \
 	VPSHUFD $0xb1, X, X26; \
-	VPMAXUD X26, X, X
-
-// QSUM(Z, Y, X): X[0] = the sum of the dwords of Z. Clobbers Z, Z26.
-#define QSUM(Z, Y, X) \
-	VEXTRACTI64X4 $1, Z, Y26; \
-	VPADDD Y26, Y, Y; \
-	VEXTRACTI32X4 $1, Y, X26; \
-	VPADDD X26, X, X; \
-	VPSHUFD $0x4e, X, X26; \
-	VPADDD X26, X, X; \
-	VPSHUFD $0xb1, X, X26; \
-	VPADDD X26, X, X
+	OP X26, X, X
 
 // ROUNDAWAY(Z, T): Z = roundAway(Z) as int32 (|Z| < 2^23): trunc(Z), one
 // more in magnitude where the dropped fraction (exact) is at least 1/2.
@@ -55,14 +50,10 @@ TEXT ·quantQ8_0AVX512(SB), NOSPLIT, $0-48
 	MOVQ sums+24(FP), R9
 	MOVQ pair+32(FP), R10
 	MOVQ nb+40(FP), CX
-	MOVL $0x7fffffff, AX
-	VPBROADCASTD AX, Z31
-	MOVL $0x3f000000, AX // 0.5
-	VPBROADCASTD AX, Z29
-	MOVL $1, AX
-	VPBROADCASTD AX, Z28
-	MOVL $0x01010101, AX
-	VPBROADCASTD AX, Y25
+	BCASTD(0x7fffffff, Z31)
+	BCASTD(0x3f000000, Z29) // 0.5
+	BCASTD(1, Z28)
+	BCASTD(0x01010101, Y25)
 	MOVL $0x42fe0000, AX // 127
 	VMOVD AX, X24
 	MOVL $0x3f800000, AX // 1
@@ -74,7 +65,7 @@ q0block:
 	VPANDD Z31, Z0, Z2
 	VPANDD Z31, Z1, Z3
 	VPMAXUD Z3, Z2, Z2
-	QMAX(Z2, Y2, X2)
+	QREDUCE(VPMAXUD, Z2, Y2, X2)
 	VMOVD X2, AX
 	CMPL AX, $0x7f800000
 	JAE  q0bad
@@ -93,7 +84,7 @@ q0id:
 	VPMOVDB Z0, (DI)
 	VPMOVDB Z1, 16(DI)
 	VPADDD Z1, Z0, Z0
-	QSUM(Z0, Y0, X0)
+	QREDUCE(VPADDD, Z0, Y0, X0)
 	VMOVD X0, AX
 	MOVW AX, (R9)
 	VCVTPS2PH $0, X5, X5
@@ -133,14 +124,10 @@ TEXT ·quantQ8_KAVX512(SB), NOSPLIT, $0-56
 	MOVQ qp+32(FP), R10
 	MOVQ pair+40(FP), R11
 	MOVQ nb+48(FP), CX
-	MOVL $0x7fffffff, AX
-	VPBROADCASTD AX, Z31
-	MOVL $127, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x80808080, AX
-	VPBROADCASTD AX, Z29
-	MOVL $0x01010101, AX
-	VPBROADCASTD AX, Z28
+	BCASTD(0x7fffffff, Z31)
+	BCASTD(127, Z30)
+	BCASTD(0x80808080, Z29)
+	BCASTD(0x01010101, Z28)
 	VMOVDQU64 kpairs<>(SB), Z25
 	MOVL $0xc2fe0000, AX // -127
 	VMOVD AX, X24
@@ -161,7 +148,7 @@ kmax:
 	ADDQ $64, BX
 	CMPQ BX, $960
 	JNE  kmax
-	QMAX(Z0, Y0, X0)
+	QREDUCE(VPMAXUD, Z0, Y0, X0)
 	VMOVD X0, AX
 	CMPL AX, $0x7f800000
 	JAE  kbad

@@ -11,11 +11,11 @@ func runQ4_0(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr,
 }
 
 func runK4(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr, mask uint16, tmp *float32) {
-	k4BatchVNNI(p, ldp, nb, &bt.k.q[0], &bt.k.d[0], &bt.k.bs[0], out, ldo, mask, tmp)
+	kBatchVNNI(p, ldp, nb, &bt.k.q[0], &bt.k.d[0], &bt.k.bs[0], out, ldo, mask, tmp)
 }
 
 func runQ6_K(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr, mask uint16, tmp *float32) {
-	q6kBatchVNNI(p, ldp, nb, &bt.k.q[0], &bt.k.d[0], out, ldo, mask, tmp)
+	kBatchVNNI(p, ldp, nb, &bt.k.q[0], &bt.k.d[0], nil, out, ldo, mask, tmp)
 }
 
 // q50BatchVNNI: three prepared Q5_0 rows at p, p+ldp, p+2·ldp of nb
@@ -29,17 +29,12 @@ func q50BatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, out *floa
 //go:noescape
 func q40BatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, mask uint16)
 
-// k4BatchVNNI: twelve prepared Q4_K or Q5_K rows against a Q8_K batch;
-// tmp holds 9·12·16 floats.
+// kBatchVNNI: twelve prepared Q4_K or Q5_K rows against a Q8_K batch, or
+// Q6_K rows where xs (the bsum pairs, for the mins) is nil; tmp holds
+// 9·12·16 floats.
 //
 //go:noescape
-func k4BatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, xs *int32, out *float32, ldo uintptr, mask uint16, tmp *float32)
-
-// q6kBatchVNNI: twelve prepared Q6_K rows against a Q8_K batch; tmp
-// holds 9·12·16 floats.
-//
-//go:noescape
-func q6kBatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, mask uint16, tmp *float32)
+func kBatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, xs *int32, out *float32, ldo uintptr, mask uint16, tmp *float32)
 
 // The preparations of batch_k.go: nb blocks of a row at w into p.
 

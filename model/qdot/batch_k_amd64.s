@@ -2,6 +2,11 @@
 
 #include "textflag.h"
 
+// BCASTD(v, R): every dword of R = the constant v (clobbers AX).
+#define BCASTD(v, R) \
+	MOVL $v, AX; \
+	VPBROADCASTD AX, R
+
 // The batch kernels of batch_k.go (AVX-512 F/BW/VL and VNNI): prepared
 // rows against a batch of 16 inputs, one input per vector lane.
 
@@ -211,14 +216,40 @@ kzero: ; \
 	K4ROW(2*i, i, (R11)(R12*1), Z22, Z28); \
 	K4ROW(2*i, i, (R11)(R12*2), Z23, Z29)
 
-// func k4BatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, xs *int32, out *float32, ldo uintptr, mask uint16, tmp *float32)
-TEXT ·k4BatchVNNI(SB), NOSPLIT, $0-80
+// Q6ROW(j, A, L, W): L += the scales of groups 2j, 2j+1 · the word sums
+// of row A's dword of sub-block j with the batch's (Z24).
+#define Q6ROW(j, A, L, W) \
+	VPBROADCASTD 32*j A, W; \
+	VPMADDUBSW W, Z24, W; \
+	VPDPWSSD.BCST 288+32*j A, W, L
+
+#define Q6J(j) \
+	VMOVDQU32 64*j(SI), Z24; \
+	Q6ROW(j, (R8), Z12, Z25); \
+	Q6ROW(j, (R8)(R12*1), Z13, Z26); \
+	Q6ROW(j, (R8)(R12*2), Z14, Z27); \
+	Q6ROW(j, (R9), Z15, Z28); \
+	Q6ROW(j, (R9)(R12*1), Z16, Z29); \
+	Q6ROW(j, (R9)(R12*2), Z17, Z25); \
+	Q6ROW(j, (R10), Z18, Z26); \
+	Q6ROW(j, (R10)(R12*1), Z19, Z27); \
+	Q6ROW(j, (R10)(R12*2), Z20, Z28); \
+	Q6ROW(j, (R11), Z21, Z29); \
+	Q6ROW(j, (R11)(R12*1), Z22, Z25); \
+	Q6ROW(j, (R11)(R12*2), Z23, Z26)
+
+// func kBatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, xs *int32, out *float32, ldo uintptr, mask uint16, tmp *float32)
+// Q4_K and Q5_K rows, or Q6_K rows where xs (the batch's bsum pairs, for
+// the mins) is nil.
+TEXT ·kBatchVNNI(SB), NOSPLIT, $0-80
 	MOVQ tmp+72(FP), BX
-	KROWS($0)
+	ZERO12(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11)
 	MOVQ xs+40(FP), DX
+	TESTQ DX, DX
+	JZ   kstore
+	KROWS($0)
 	MOVQ xd+32(FP), DI
 	MOVQ nb+16(FP), CX
-	ZERO12(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11)
 
 kmins:
 	VMOVDQU32 0(DX), Z24
@@ -243,69 +274,27 @@ kmins:
 	ADDQ $64, DI
 	DECQ CX
 	JNZ  kmins
+
+kstore:
 	KSTORE
 	KSTART
 
-k4block:
+kblock:
 	KDX
 	LEAQ 768(BX), DX
 	MOVQ $8, R13
 
-k4lane:
+klane:
 	KINIT
+	CMPQ xs+40(FP), $0
+	JEQ  kq6
 	K4JP(0, 0, 2)
 	K4JP(1, 1, 3)
 	K4JP(2, 4, 6)
 	K4JP(3, 5, 7)
-	KLANEDONE
-	DECQ R13
-	JNZ  k4lane
-	KADVANCE($576)
-	ADDQ $64, DI
-	DECQ CX
-	JNZ  k4block
-	MOVQ out+48(FP), DI
-	KLANES(ldo+56(FP), mask+64(FP))
-	KOUT
-	VZEROUPPER
-	RET
+	JMP  kdone
 
-// Q6ROW(j, A, L, W): L += the scales of groups 2j, 2j+1 · the word sums
-// of row A's dword of sub-block j with the batch's (Z24).
-#define Q6ROW(j, A, L, W) \
-	VPBROADCASTD 32*j A, W; \
-	VPMADDUBSW W, Z24, W; \
-	VPDPWSSD.BCST 288+32*j A, W, L
-
-#define Q6J(j) \
-	VMOVDQU32 64*j(SI), Z24; \
-	Q6ROW(j, (R8), Z12, Z25); \
-	Q6ROW(j, (R8)(R12*1), Z13, Z26); \
-	Q6ROW(j, (R8)(R12*2), Z14, Z27); \
-	Q6ROW(j, (R9), Z15, Z28); \
-	Q6ROW(j, (R9)(R12*1), Z16, Z29); \
-	Q6ROW(j, (R9)(R12*2), Z17, Z25); \
-	Q6ROW(j, (R10), Z18, Z26); \
-	Q6ROW(j, (R10)(R12*1), Z19, Z27); \
-	Q6ROW(j, (R10)(R12*2), Z20, Z28); \
-	Q6ROW(j, (R11), Z21, Z29); \
-	Q6ROW(j, (R11)(R12*1), Z22, Z25); \
-	Q6ROW(j, (R11)(R12*2), Z23, Z26)
-
-// func q6kBatchVNNI(p *byte, ldp uintptr, nb int, xq *byte, xd *float32, out *float32, ldo uintptr, mask uint16, tmp *float32)
-TEXT ·q6kBatchVNNI(SB), NOSPLIT, $0-72
-	MOVQ tmp+64(FP), BX
-	ZERO12(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11)
-	KSTORE
-	KSTART
-
-q6block:
-	KDX
-	LEAQ 768(BX), DX
-	MOVQ $8, R13
-
-q6lane:
-	KINIT
+kq6:
 	Q6J(0)
 	Q6J(1)
 	Q6J(2)
@@ -314,15 +303,17 @@ q6lane:
 	Q6J(5)
 	Q6J(6)
 	Q6J(7)
+
+kdone:
 	KLANEDONE
 	DECQ R13
-	JNZ  q6lane
+	JNZ  klane
 	KADVANCE($576)
 	ADDQ $64, DI
 	DECQ CX
-	JNZ  q6block
-	MOVQ out+40(FP), DI
-	KLANES(ldo+48(FP), mask+56(FP))
+	JNZ  kblock
+	MOVQ out+48(FP), DI
+	KLANES(ldo+56(FP), mask+64(FP))
 	KOUT
 	VZEROUPPER
 	RET
@@ -488,10 +479,8 @@ GLOBL q6scp<>(SB), RODATA|NOPTR, $256
 	MOVQ nb+16(FP), CX; \
 	VMOVDQU64 kperm<>(SB), Z31; \
 	VMOVDQU64 kshuf<>(SB), Z30; \
-	MOVL $0x01010101, AX; \
-	VPBROADCASTD AX, Z29; \
-	MOVL $0x0f0f0f0f, AX; \
-	VPBROADCASTD AX, Z28; \
+	BCASTD(0x01010101, Z29); \
+	BCASTD(0x0f0f0f0f, Z28); \
 	VPXORD Z27, Z27, Z27
 
 // KTRANS(Z): each sub-block of Z to its eight lane dwords.
@@ -612,8 +601,7 @@ q4kp:
 TEXT ·q5kPrepVNNI(SB), NOSPLIT, $0-24
 	K45CONST
 	VMOVDQU64 k5bits<>(SB), Z20
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Z19
+	BCASTD(0x10101010, Z19)
 	VPSLLW $1, Z20, Z18
 	VPSLLW $4, Z20, Z17
 	VPSLLW $5, Z20, Z16
@@ -662,10 +650,8 @@ TEXT ·q6kPrepVNNI(SB), NOSPLIT, $0-24
 	KPREPCONST
 	VMOVDQU64 q6shift<>(SB), Z26
 	VMOVDQU64 q6shift<>+64(SB), Z25
-	MOVL $0x03030303, AX
-	VPBROADCASTD AX, Z18
-	MOVL $0x20202020, AX
-	VPBROADCASTD AX, Z17
+	BCASTD(0x03030303, Z18)
+	BCASTD(0x20202020, Z17)
 
 q6kp:
 	VMOVDQU64 0(SI), Z0
@@ -919,6 +905,14 @@ TEXT ·q50BatchVNNI(SB), NOSPLIT, $0-72
 	VZEROUPPER
 	RET
 
+// NIBBLES32(off): Y0 = the 32 nibbles of the 16 bytes at off(SI): the low
+// ones (elements 0-15), then the high (16-31). Y15: bytes of 0x0F.
+#define NIBBLES32(off) \
+	VMOVDQU off(SI), X0; \
+	VPSRLW $4, X0, X1; \
+	VINSERTI128 $1, X1, Y0, Y0; \
+	VPAND Y15, Y0, Y0
+
 // func q50PrepVNNI(p *byte, w *byte, nb int)
 // Prepares a Q5_0 row of nb blocks (22 bytes: d, qh, qs) as q50Rec-byte
 // records: the quants less 16, the corrections, d.
@@ -926,19 +920,13 @@ TEXT ·q50PrepVNNI(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ nb+16(FP), CX
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Y15
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Y14
-	MOVL $0x80808080, AX
-	VPBROADCASTD AX, Y13
+	BCASTD(0x0f0f0f0f, Y15)
+	BCASTD(0x10101010, Y14)
+	BCASTD(0x80808080, Y13)
 	VPXOR Y12, Y12, Y12
 
 q50p:
-	VMOVDQU 6(SI), X0
-	VPSRLW $4, X0, X1
-	VINSERTI128 $1, X1, Y0, Y0
-	VPAND Y15, Y0, Y0       // the nibbles: elements 0-15, 16-31
+	NIBBLES32(6)
 	MOVL 2(SI), AX
 	NOTL AX
 	KMOVD AX, K1            // the elements whose fifth bit is clear
@@ -1053,17 +1041,12 @@ TEXT ·q40PrepVNNI(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ nb+16(FP), CX
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Y15
-	MOVL $0x08080808, AX
-	VPBROADCASTD AX, Y14
+	BCASTD(0x0f0f0f0f, Y15)
+	BCASTD(0x08080808, Y14)
 	VPXOR Y13, Y13, Y13
 
 q40p:
-	VMOVDQU 2(SI), X0
-	VPSRLW $4, X0, X1
-	VINSERTI128 $1, X1, Y0, Y0
-	VPAND Y15, Y0, Y0       // the nibbles: elements 0-15, 16-31
+	NIBBLES32(2)
 	VPSADBW Y13, Y0, Y1     // Σ nibbles, in four qwords
 	VEXTRACTI128 $1, Y1, X2
 	VPADDQ X2, X1, X1
