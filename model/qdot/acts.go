@@ -72,6 +72,11 @@ func (a *Acts) Quantize(t gguf.Type, x []float32) {
 	switch t {
 	case gguf.TypeQ8_0:
 		a.sums = grow(a.sums, nb)
+		if useAVX512 && nb > 0 { // the same bits, acts_amd64.s
+			a.pair = grow(a.pair, n/2)
+			quantQ8_0AVX512(&x[0], &a.q[0], &a.d[0], &a.sums[0], &a.pair[0], nb)
+			break
+		}
 		for b := range nb {
 			a.d[b], a.sums[b], _ = quantize32(a.q[32*b:32*b+32], x[32*b:32*b+32])
 		}
@@ -92,6 +97,11 @@ func (a *Acts) Quantize(t gguf.Type, x []float32) {
 		}
 	case gguf.TypeQ8_K:
 		a.sums = grow(a.sums, n/16)
+		if useAVX512 && nb > 0 { // the same bits, acts_amd64.s
+			a.qp, a.pair = grow(a.qp, n), grow(a.pair, n/2)
+			quantQ8_KAVX512(&x[0], &a.q[0], &a.d[0], &a.sums[0], &a.qp[0], &a.pair[0], nb)
+			break
+		}
 		for b := range nb {
 			a.d[b] = quantize256(a.q[256*b:256*b+256], a.sums[16*b:16*b+16], x[256*b:256*b+256])
 		}

@@ -27,25 +27,32 @@ import (
 // BatchInputs is the most inputs a Batch holds.
 const BatchInputs = 16
 
-// Batch is up to BatchInputs inputs quantized to Q8_0, laid out for
-// MulBatch.
+// Batch is up to BatchInputs inputs quantized to Q8_0 or Q8_K, laid out
+// for MulBatch (Q8_K: batch_k.go).
 type Batch struct {
 	n, nb int
+	act   gguf.Type // the inputs' type
 	// q: for block b, 4-byte group j (elements 32b+4j..+3), input t:
 	// q[(8b+j)·64 + 4t + i] = q_t[32b+4j+i] + 128, as an unsigned byte.
 	q []byte
 	// d: d[16b + t] is input t's scale of block b.
 	d []float32
+	k kBatch // Q8_K inputs' layout (batch_k.go)
 }
 
 // Len is the inputs in the batch.
 func (bt *Batch) Len() int { return bt.n }
 
-// Set lays out acts, 1 to BatchInputs inputs quantized to Q8_0, all of
-// one length. Anything else is a bug of the caller: it panics.
+// Set lays out acts, 1 to BatchInputs inputs quantized to Q8_0 or Q8_K,
+// all of one type and length. Anything else is a bug of the caller: it
+// panics.
 func (bt *Batch) Set(acts []Acts) {
 	if len(acts) < 1 || len(acts) > BatchInputs {
 		panic(fmt.Sprintf("qdot: a batch of %d inputs", len(acts)))
+	}
+	if acts[0].typ == gguf.TypeQ8_K {
+		bt.setK(acts)
+		return
 	}
 	n := acts[0].n
 	for i := range acts {
@@ -53,7 +60,7 @@ func (bt *Batch) Set(acts []Acts) {
 			panic(fmt.Sprintf("qdot: batch input %d is %d %s activations, input 0 %d Q8_0", i, acts[i].n, acts[i].typ, n))
 		}
 	}
-	bt.n, bt.nb = len(acts), n/32
+	bt.n, bt.nb, bt.act = len(acts), n/32, gguf.TypeQ8_0
 	if cap(bt.q) < bt.nb*512 {
 		bt.q = make([]byte, bt.nb*512)
 		bt.d = make([]float32, bt.nb*16)
@@ -93,12 +100,16 @@ const batchRows = 12
 type BatchScratch struct {
 	corr []int32   // [block][row of the tile]: -128·Σ quants
 	dw   []float32 // [block][row of the tile]: the row's scale
+	k    kScratch  // the prepared rows of the other types (batch_k.go)
 }
 
 // Batched reports whether MulBatch runs a kernel of its own for k in this
-// process (Q8_0 weights on a CPU with AVX-512 VNNI); otherwise it loops
-// over Dot, and callers may as well call DotRows.
-func (k *Kernel) Batched() bool { return k.Weight == gguf.TypeQ8_0 && useVNNI }
+// process (Q8_0, and the types of batchKernels, on a CPU with AVX-512
+// VNNI); otherwise it loops over Dot, and callers may as well call
+// DotRows.
+func (k *Kernel) Batched() bool {
+	return useVNNI && (k.Weight == gguf.TypeQ8_0 || batchKernels[k.Weight] != nil)
+}
 
 // MulBatch sets out[t*ldo + r] to Dot(row r of w, acts[t]) for the rows
 // of w (whole rows of the inputs' length) and the inputs acts, which the
@@ -112,12 +123,12 @@ func (k *Kernel) MulBatch(out []float32, ldo int, w []byte, acts []Acts, bts []B
 	rb := nb * k.bytes
 	n := 0
 	for i := range bts {
-		if bts[i].nb != nb || (i < len(bts)-1 && bts[i].n != BatchInputs) {
+		if bts[i].nb != nb || bts[i].act != bts[0].act || (i < len(bts)-1 && bts[i].n != BatchInputs) {
 			panic(fmt.Sprintf("qdot: batch %d of %d inputs × %d blocks among batches of %d blocks", i, bts[i].n, bts[i].nb, nb))
 		}
 		n += bts[i].n
 	}
-	if k.Act != gguf.TypeQ8_0 || rb == 0 || len(w)%rb != 0 || len(acts) != n {
+	if bts[0].act != k.Act || rb == 0 || len(w)%rb != 0 || len(acts) != n {
 		panic(fmt.Sprintf("qdot: %s rows of %d bytes against %d inputs in batches of %d blocks", k.Weight, len(w), len(acts), nb))
 	}
 	rows := len(w) / rb
@@ -128,6 +139,10 @@ func (k *Kernel) MulBatch(out []float32, ldo int, w []byte, acts []Acts, bts []B
 		for t := range acts {
 			k.DotRows(out[t*ldo:t*ldo+rows], w, &acts[t])
 		}
+		return
+	}
+	if bk := batchKernels[k.Weight]; bk != nil {
+		bk.mul(k, out, ldo, w, rows, acts, bts, &s.k)
 		return
 	}
 	if len(bts) == 1 && bts[0].n < BatchInputs { // a lone batch: the correction lane, no preparing pass

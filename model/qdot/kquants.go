@@ -149,35 +149,39 @@ func dotQ3_K(w []byte, a *Acts) float32 {
 // Element 64j+l (l < 32) is the low nibble of qs[32j+l], element 64j+32+l
 // its high nibble; sub-block b (32 elements) has value
 // d·scale[b]·q - dmin·min[b].
-func dotQ4_K(w []byte, a *Acts) float32 {
-	return dotLanes(w, a, 144, func(blk []byte, sb *superBlock) {
-		qs := blk[16:144]
-		for j := range 4 {
-			for l := range 32 {
-				sb.aux[64*j+l] = int8(qs[32*j+l] & 0xF)
-				sb.aux[64*j+32+l] = int8(qs[32*j+l] >> 4)
-			}
+func dotQ4_K(w []byte, a *Acts) float32 { return dotLanes(w, a, 144, decodeQ4_K) }
+
+// decodeQ4_K decodes one Q4_K super-block for lanes8 (and the batch
+// kernels' preparation, batch_k.go).
+func decodeQ4_K(blk []byte, sb *superBlock) {
+	qs := blk[16:144]
+	for j := range 4 {
+		for l := range 32 {
+			sb.aux[64*j+l] = int8(qs[32*j+l] & 0xF)
+			sb.aux[64*j+32+l] = int8(qs[32*j+l] >> 4)
 		}
-		scaleMinK4(blk[4:16], sb)
-		sb.d, sb.dmin = f16(blk), f16(blk[2:])
-	})
+	}
+	scaleMinK4(blk[4:16], sb)
+	sb.d, sb.dmin = f16(blk), f16(blk[2:])
 }
 
 // Q5_K (176 bytes): d, dmin, scales[12] as Q4_K, qh[32], qs[128] as Q4_K;
 // element 64j+l takes bit 2j of qh[l] as its fifth bit, element 64j+32+l
 // bit 2j+1.
-func dotQ5_K(w []byte, a *Acts) float32 {
-	return dotLanes(w, a, 176, func(blk []byte, sb *superBlock) {
-		qh, qs := blk[16:48], blk[48:176]
-		for j := range 4 {
-			for l := range 32 {
-				sb.aux[64*j+l] = int8(qs[32*j+l]&0xF | (qh[l]>>(2*j)&1)<<4)
-				sb.aux[64*j+32+l] = int8(qs[32*j+l]>>4 | (qh[l]>>(2*j+1)&1)<<4)
-			}
+func dotQ5_K(w []byte, a *Acts) float32 { return dotLanes(w, a, 176, decodeQ5_K) }
+
+// decodeQ5_K decodes one Q5_K super-block for lanes8 (and the batch
+// kernels' preparation, batch_k.go).
+func decodeQ5_K(blk []byte, sb *superBlock) {
+	qh, qs := blk[16:48], blk[48:176]
+	for j := range 4 {
+		for l := range 32 {
+			sb.aux[64*j+l] = int8(qs[32*j+l]&0xF | (qh[l]>>(2*j)&1)<<4)
+			sb.aux[64*j+32+l] = int8(qs[32*j+l]>>4 | (qh[l]>>(2*j+1)&1)<<4)
 		}
-		scaleMinK4(blk[4:16], sb)
-		sb.d, sb.dmin = f16(blk), f16(blk[2:])
-	})
+	}
+	scaleMinK4(blk[4:16], sb)
+	sb.d, sb.dmin = f16(blk), f16(blk[2:])
 }
 
 // Q6_K (210 bytes): ql[128] (low four bits), qh[64] (high two bits),
@@ -185,23 +189,25 @@ func dotQ5_K(w []byte, a *Acts) float32 {
 // super-block, element 128c+32k+l (k < 4, l < 32) has as low bits the low
 // (k < 2) or high nibble of ql[64c+32(k%2)+l], and as high bits bits
 // 2k..2k+1 of qh[32c+l]; value d·scale·(q-32).
-func dotQ6_K(w []byte, a *Acts) float32 {
-	return dotLanes(w, a, 210, func(blk []byte, sb *superBlock) {
-		for c := range 2 {
-			ql, qh := blk[64*c:64*c+64], blk[128+32*c:128+32*c+32]
-			for l := range 32 {
-				h := qh[l]
-				sb.aux[128*c+l] = int8(ql[l]&0xF|(h&3)<<4) - 32
-				sb.aux[128*c+32+l] = int8(ql[l+32]&0xF|(h>>2&3)<<4) - 32
-				sb.aux[128*c+64+l] = int8(ql[l]>>4|(h>>4&3)<<4) - 32
-				sb.aux[128*c+96+l] = int8(ql[l+32]>>4|(h>>6)<<4) - 32
-			}
+func dotQ6_K(w []byte, a *Acts) float32 { return dotLanes(w, a, 210, decodeQ6_K) }
+
+// decodeQ6_K decodes one Q6_K super-block for lanes8 (and the batch
+// kernels' preparation, batch_k.go).
+func decodeQ6_K(blk []byte, sb *superBlock) {
+	for c := range 2 {
+		ql, qh := blk[64*c:64*c+64], blk[128+32*c:128+32*c+32]
+		for l := range 32 {
+			h := qh[l]
+			sb.aux[128*c+l] = int8(ql[l]&0xF|(h&3)<<4) - 32
+			sb.aux[128*c+32+l] = int8(ql[l+32]&0xF|(h>>2&3)<<4) - 32
+			sb.aux[128*c+64+l] = int8(ql[l]>>4|(h>>4&3)<<4) - 32
+			sb.aux[128*c+96+l] = int8(ql[l+32]>>4|(h>>6)<<4) - 32
 		}
-		for j := range 16 {
-			sb.sc[j] = int32(int8(blk[192+j]))
-		}
-		sb.d = f16(blk[208:])
-	})
+	}
+	for j := range 16 {
+		sb.sc[j] = int32(int8(blk[192+j]))
+	}
+	sb.d = f16(blk[208:])
 }
 
 // IQ4_XS (136 bytes): d (F16), scales_h (uint16: two high bits per
