@@ -436,7 +436,8 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
 // gemm_whole_t is gemm_t's product (passes of kPass rows) in whole-K
 // units, for a matrix of several chunks when M is large enough that its
 // (tile, pass) pairs fill the grid (gemm_whole_ok): a block takes a tile's
-// rows of one pass over every chunk, each chunk's accumulation from zero
+// rows of one pass over every chunk, streaming the tile's weights once
+// (across the chunks' boundaries), each chunk's accumulation from zero
 // exactly as gemm_t's loop does it, and adds the chunks' sums in chunk
 // order from zero (chunk_sum's order) in shared memory, after the staged
 // inputs. The same operations for every output element, so a row's
@@ -471,60 +472,71 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
     const int tile = u % tiles, m0 = u / tiles * PASS, mrows = min(PASS, M - m0);
     const int rlo = tile * kGemmRows + warp * 16 + g;
     const __nv_bfloat16 *xrow = xs + (size_t)g * pitch + 8 * q;
-    for (int chunk = 0; chunk < nk; chunk++) {
-      const int j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
-      float acc[NT][4];
+    // One stream over the tile's groups 0..G (the ring's stage of group j
+    // is j % D), staged kSG groups at a time; at each chunk's last group
+    // its accumulator is added into tot and starts again from zero.
+    float acc[NT][4];
 #pragma unroll
-      for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-      ws.prime(tile * nk + chunk);
-      // gemm_t's loop (inputs not resident): the same operations.
-      for (int s0 = j0; s0 < j1; s0 += kSG) {
-        const int s1 = min(s0 + kSG, j1);
-        clk.lap(1);
-        __syncthreads();
-        gstage(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
-        __syncthreads();
-        const int cbase = 32 * s0;
-        clk.lap(0);
-        for (int jb = s0; jb < s1; jb += D) {
+    for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    int chunk = 0, cend = G / nk;
+    ws.at(tile * nk);
 #pragma unroll
-          for (int i = 0; i < D; i++) {
-            const int j = jb + i;
-            if (j < s1) {
-              cp_wait<D - 1>();
-              __syncwarp();
-              WRaw<TY> wl, wh;
-              wl.read(ring + i * BLK + lane * RUN, ws.sl[i]);
-              wh.read(ring + i * BLK + 32 * RUN + lane * RUN, ws.sh[i]);
-              __syncwarp();
-              if (j + D < j1) ws.issue(j + D, i);
-              cp_commit();
-              const uint4 lo = wl.bf16(), hi = wh.bf16();
-              const __nv_bfloat16 *xc = xrow + (32 * j - cbase);
+    for (int i = 0; i < D; i++) {
+      if (i < G) ws.issue(i, i);
+      cp_commit();
+    }
+    for (int s0 = 0; s0 < G; s0 += kSG) {
+      const int s1 = min(s0 + kSG, G);
+      clk.lap(1);
+      __syncthreads();
+      gstage(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
+      __syncthreads();
+      const int cbase = 32 * s0;
+      clk.lap(0);
+      for (int jb = s0; jb < s1; jb += D) {
+#pragma unroll
+        for (int i = 0; i < D; i++) {
+          const int j = jb + i;
+          if (j < s1) {
+            cp_wait<D - 1>();
+            __syncwarp();
+            WRaw<TY> wl, wh;
+            wl.read(ring + i * BLK + lane * RUN, ws.sl[i]);
+            wh.read(ring + i * BLK + 32 * RUN + lane * RUN, ws.sh[i]);
+            __syncwarp();
+            if (j + D < G) ws.issue(j + D, i);
+            cp_commit();
+            const uint4 lo = wl.bf16(), hi = wh.bf16();
+            const __nv_bfloat16 *xc = xrow + (32 * j - cbase);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+              if (nt * 8 < mrows) {
+                const uint4 b = *reinterpret_cast<const uint4 *>(xc + (size_t)nt * 8 * pitch);
+                mma_bf16(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+                mma_bf16(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+              }
+            }
+            if (j + 1 == cend) {  // the chunk's sum into tot, in chunk order from zero (chunk_sum's)
 #pragma unroll
               for (int nt = 0; nt < NT; nt++) {
                 if (nt * 8 < mrows) {
-                  const uint4 b = *reinterpret_cast<const uint4 *>(xc + (size_t)nt * 8 * pitch);
-                  mma_bf16(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-                  mma_bf16(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+                  float4 v = chunk ? tot[nt * 32] : make_float4(0.f, 0.f, 0.f, 0.f);
+                  v.x += acc[nt][0];
+                  v.y += acc[nt][1];
+                  v.z += acc[nt][2];
+                  v.w += acc[nt][3];
+                  tot[nt * 32] = v;
                 }
+                acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
               }
+              chunk++;
+              cend = (chunk + 1) * G / nk;
             }
           }
         }
       }
-      clk.lap(1);
-#pragma unroll
-      for (int nt = 0; nt < NT; nt++)
-        if (nt * 8 < mrows) {
-          float4 v = chunk ? tot[nt * 32] : make_float4(0.f, 0.f, 0.f, 0.f);
-          v.x += acc[nt][0];
-          v.y += acc[nt][1];
-          v.z += acc[nt][2];
-          v.w += acc[nt][3];
-          tot[nt * 32] = v;
-        }
     }
+    clk.lap(1);
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
