@@ -28,7 +28,9 @@
 //
 // Products of many rows with many inputs (MulBatch, batch.go) give Dot's
 // bits; for Q8_0 on a CPU with AVX-512 VNNI they run a kernel of 12 rows
-// × 16 inputs whose vector lanes are the inputs.
+// × 16 inputs whose vector lanes are the inputs. Products with one to
+// eight inputs (MulFew, few.go: a decode step) run a kernel of 16 rows
+// whose lanes are the rows, also Dot's bits.
 //
 // What is not here: the weight formats' own dequantization and
 // quantization (package quant), and the float path for F32/F16/BF16 and for
