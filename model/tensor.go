@@ -154,7 +154,8 @@ var tileScratchPool sync.Pool
 // matmulInt8 is matmul on the integer path: each input vector is
 // quantized once to the kernel's activation blocks, then each weight row is
 // dotted with every quantized input, by a kernel that takes a tile of rows
-// against 16 inputs at once where there is one (qdot.Kernel.MulBatch). An
+// against all the inputs at once where there is one (qdot.Kernel.MulFew
+// for up to 8 inputs, MulBatch for more, in 16s). An
 // output element depends only on its row and its own input, however many
 // inputs share the call.
 func (p *pool) matmulInt8(out []float32, m *Matrix, x []float32, n int) {
@@ -166,6 +167,17 @@ func (p *pool) matmulInt8(out []float32, m *Matrix, x []float32, n int) {
 			acts[t].Quantize(m.kern.Act, x[t*cols:(t+1)*cols])
 		}
 	})
+	if m.kern.Batched() && n <= qdot.FewInputs {
+		// A decode step: the kernel whose lanes are rows, all the inputs
+		// against each tile of 16 rows.
+		f := &ab.f
+		f.Set(acts)
+		p.parallelRows(rows, cols*n, 16, func(lo, hi int) {
+			m.kern.MulFew(out[lo:], rows, m.Data[lo*rb:hi*rb], acts, f)
+		})
+		actsPool.Put(ab)
+		return
+	}
 	if m.kern.Batched() && n >= batchMin {
 		const g = qdot.BatchInputs
 		groups := (n + g - 1) / g
@@ -212,6 +224,7 @@ var batchScratchPool sync.Pool
 type actsBuf struct {
 	a []qdot.Acts
 	b []qdot.Batch
+	f qdot.Few
 }
 
 var actsPool sync.Pool
