@@ -3,7 +3,6 @@ package qdot
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -22,38 +21,13 @@ func TestMulBatch(t *testing.T) {
 	var s BatchScratch
 	check := func(what string, w []byte, cols, n int) {
 		t.Helper()
-		rows := len(w) / (cols / 32 * 34)
-		acts := make([]Acts, n)
-		for i := range acts {
-			acts[i].Quantize(gguf.TypeQ8_0, randActs(rng, cols))
-		}
-		bts := make([]Batch, (n+BatchInputs-1)/BatchInputs)
-		for g := range bts {
-			bts[g].Set(acts[g*BatchInputs : min(n, (g+1)*BatchInputs)])
-		}
-		buf := make([]byte, len(w)+1)[1:]
-		copy(buf, w)
-		ldo := rows + 3
-		out := make([]float32, n*ldo)
-		for i := range out {
-			out[i] = 42 // the gaps must stay untouched
-		}
-		k.MulBatch(out, ldo, buf, acts, bts, &s)
-		for tk := range n {
-			for r := range ldo {
-				got := out[tk*ldo+r]
-				if r >= rows {
-					if got != 42 {
-						t.Fatalf("%s: input %d wrote column %d of %d rows", what, tk, r, rows)
-					}
-					continue
-				}
-				want := k.Dot(w[r*cols/32*34:(r+1)*cols/32*34], &acts[tk])
-				if !sameFloat(got, want) {
-					t.Fatalf("%s cols=%d rows=%d n=%d: row %d input %d = %g (%#x), Dot %g (%#x)", what, cols, rows, n, r, tk, got, math.Float32bits(got), want, math.Float32bits(want))
-				}
+		checkProduct(t, rng, what, w, cols, n, func(out []float32, ldo int, w []byte, acts []Acts) {
+			bts := make([]Batch, (n+BatchInputs-1)/BatchInputs)
+			for g := range bts {
+				bts[g].Set(acts[g*BatchInputs : min(n, (g+1)*BatchInputs)])
 			}
-		}
+			k.MulBatch(out, ldo, w, acts, bts, &s)
+		})
 	}
 	for _, cols := range []int{32, 96, 256, 896} {
 		for _, rows := range []int{1, 5, 11, 12, 13, 25, 36} {

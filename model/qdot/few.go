@@ -51,15 +51,7 @@ func (f *Few) Len() int { return f.n }
 // Set lays out acts, 1 to FewInputs inputs quantized to Q8_0, all of one
 // length. Anything else is a bug of the caller: it panics.
 func (f *Few) Set(acts []Acts) {
-	if len(acts) < 1 || len(acts) > FewInputs {
-		panic(fmt.Sprintf("qdot: a few of %d inputs", len(acts)))
-	}
-	n := acts[0].n
-	for i := range acts {
-		if acts[i].typ != gguf.TypeQ8_0 || acts[i].n != n {
-			panic(fmt.Sprintf("qdot: input %d is %d %s activations, input 0 %d Q8_0", i, acts[i].n, acts[i].typ, n))
-		}
-	}
+	n := q8Inputs(acts, FewInputs, "few")
 	np := 1
 	for np < len(acts) {
 		np *= 2

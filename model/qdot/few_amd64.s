@@ -19,16 +19,6 @@
 // block, for each input: 32 quants, its scale, its correction); input t's
 // result for row r to out + t·ldo + r·rs, for the first n inputs.
 
-DATA fewIota<>+0(SB)/8, $0x0000000100000000
-DATA fewIota<>+8(SB)/8, $0x0000000300000002
-DATA fewIota<>+16(SB)/8, $0x0000000500000004
-DATA fewIota<>+24(SB)/8, $0x0000000700000006
-DATA fewIota<>+32(SB)/8, $0x0000000900000008
-DATA fewIota<>+40(SB)/8, $0x0000000b0000000a
-DATA fewIota<>+48(SB)/8, $0x0000000d0000000c
-DATA fewIota<>+56(SB)/8, $0x0000000f0000000e
-GLOBL fewIota<>(SB), RODATA|NOPTR, $64
-
 // FEWARGS: R8, R9, R10, R11 rows 0, 4, 8, 12; R12 ldw, R13 3·ldw; CX the
 // blocks; SI, DI, DX the inputs' quants, scales, corrections; Z16 0x80 in
 // every byte.
@@ -169,13 +159,53 @@ GLOBL fewIota<>(SB), RODATA|NOPTR, $64
 	MOVQ ldo+56(FP), AX; \
 	MOVQ n+72(FP), DX; \
 	VPBROADCASTD rs+64(FP), Z17; \
-	VPMULLD fewIota<>(SB), Z17, Z17
+	VPMULLD ·iota16(SB), Z17, Z17
 
 // STORE(F): input F's 16 results to BX; then BX to the next input's.
 #define STORE(F) \
 	KXNORW K1, K1, K1; \
 	VSCATTERDPS F, K1, (BX)(Z17*1); \
 	ADDQ AX, BX
+
+// STOREIF(k, F, done): STORE(F) if the inputs to store (DX) are k or
+// more, else on to done.
+#define STOREIF(k, F, done) \
+	CMPQ DX, $k; \
+	JLT  done; \
+	STORE(F)
+
+// The n-input kernels' parts: the sums of the block (CORRSn), the float
+// steps into Z24-Z31 (FINSn), zeroed first (ZEROn), stored (STORESn).
+#define ZERO2 VPXORD Z24, Z24, Z24; VPXORD Z25, Z25, Z25
+#define ZERO4 ZERO2; VPXORD Z26, Z26, Z26; VPXORD Z27, Z27, Z27
+#define ZERO8 ZERO4; VPXORD Z28, Z28, Z28; VPXORD Z29, Z29, Z29; VPXORD Z30, Z30, Z30; VPXORD Z31, Z31, Z31
+#define CORRS2 CORR(0, Z0); CORR(1, Z1)
+#define CORRS4 CORRS2; CORR(2, Z2); CORR(3, Z3)
+#define CORRS8 CORRS4; CORR(4, Z4); CORR(5, Z5); CORR(6, Z6); CORR(7, Z7)
+#define FINS2 FIN(0, Z0, Z24); FIN(1, Z1, Z25)
+#define FINS4 FINS2; FIN(2, Z2, Z26); FIN(3, Z3, Z27)
+#define FINS8 FINS4; FIN(4, Z4, Z28); FIN(5, Z5, Z29); FIN(6, Z6, Z30); FIN(7, Z7, Z31)
+#define STORES2(done) STORE(Z24); STOREIF(2, Z25, done)
+#define STORES4(done) STORES2(done); STOREIF(3, Z26, done); STOREIF(4, Z27, done)
+#define STORES8(done) STORES4(done); STOREIF(5, Z28, done); STOREIF(6, Z29, done); STOREIF(7, Z30, done); STOREIF(8, Z31, done)
+
+// FEW(n, ZERO, CORRS, GROUPS, FINS, STORES, loop, done): the n-input
+// kernel, of the parts above for n.
+#define FEW(n, ZERO, CORRS, GROUPS, FINS, STORES, loop, done) \
+	FEWARGS; \
+	ZERO; \
+loop: \
+	ROWS; \
+	CORRS; \
+	GROUPS; \
+	FINS; \
+	NEXT(n); \
+	JNZ loop; \
+	OUTARGS; \
+	STORES(done); \
+done: \
+	VZEROUPPER; \
+	RET
 
 // func q8Few1VNNI(w *byte, ldw uintptr, nb int, xq *byte, xd *float32, xc *int32, out *float32, ldo uintptr, rs uintptr, n int)
 TEXT ·q8Few1VNNI(SB), NOSPLIT, $32-80
@@ -207,126 +237,12 @@ block1:
 
 // func q8Few2VNNI(w *byte, ldw uintptr, nb int, xq *byte, xd *float32, xc *int32, out *float32, ldo uintptr, rs uintptr, n int)
 TEXT ·q8Few2VNNI(SB), NOSPLIT, $32-80
-	FEWARGS
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-
-block2:
-	ROWS
-	CORR(0, Z0)
-	CORR(1, Z1)
-	GROUPS2
-	FIN(0, Z0, Z24)
-	FIN(1, Z1, Z25)
-	NEXT(2)
-	JNZ block2
-
-	OUTARGS
-	STORE(Z24)
-	CMPQ DX, $2
-	JLT  done2
-	STORE(Z25)
-
-done2:
-	VZEROUPPER
-	RET
+	FEW(2, ZERO2, CORRS2, GROUPS2, FINS2, STORES2, block2, done2)
 
 // func q8Few4VNNI(w *byte, ldw uintptr, nb int, xq *byte, xd *float32, xc *int32, out *float32, ldo uintptr, rs uintptr, n int)
 TEXT ·q8Few4VNNI(SB), NOSPLIT, $32-80
-	FEWARGS
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-
-block4:
-	ROWS
-	CORR(0, Z0)
-	CORR(1, Z1)
-	CORR(2, Z2)
-	CORR(3, Z3)
-	GROUPS4
-	FIN(0, Z0, Z24)
-	FIN(1, Z1, Z25)
-	FIN(2, Z2, Z26)
-	FIN(3, Z3, Z27)
-	NEXT(4)
-	JNZ block4
-
-	OUTARGS
-	STORE(Z24)
-	CMPQ DX, $2
-	JLT  done4
-	STORE(Z25)
-	CMPQ DX, $3
-	JLT  done4
-	STORE(Z26)
-	CMPQ DX, $4
-	JLT  done4
-	STORE(Z27)
-
-done4:
-	VZEROUPPER
-	RET
+	FEW(4, ZERO4, CORRS4, GROUPS4, FINS4, STORES4, block4, done4)
 
 // func q8Few8VNNI(w *byte, ldw uintptr, nb int, xq *byte, xd *float32, xc *int32, out *float32, ldo uintptr, rs uintptr, n int)
 TEXT ·q8Few8VNNI(SB), NOSPLIT, $32-80
-	FEWARGS
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z28, Z28, Z28
-	VPXORD Z29, Z29, Z29
-	VPXORD Z30, Z30, Z30
-	VPXORD Z31, Z31, Z31
-
-block8:
-	ROWS
-	CORR(0, Z0)
-	CORR(1, Z1)
-	CORR(2, Z2)
-	CORR(3, Z3)
-	CORR(4, Z4)
-	CORR(5, Z5)
-	CORR(6, Z6)
-	CORR(7, Z7)
-	GROUPS8
-	FIN(0, Z0, Z24)
-	FIN(1, Z1, Z25)
-	FIN(2, Z2, Z26)
-	FIN(3, Z3, Z27)
-	FIN(4, Z4, Z28)
-	FIN(5, Z5, Z29)
-	FIN(6, Z6, Z30)
-	FIN(7, Z7, Z31)
-	NEXT(8)
-	JNZ block8
-
-	OUTARGS
-	STORE(Z24)
-	CMPQ DX, $2
-	JLT  done8
-	STORE(Z25)
-	CMPQ DX, $3
-	JLT  done8
-	STORE(Z26)
-	CMPQ DX, $4
-	JLT  done8
-	STORE(Z27)
-	CMPQ DX, $5
-	JLT  done8
-	STORE(Z28)
-	CMPQ DX, $6
-	JLT  done8
-	STORE(Z29)
-	CMPQ DX, $7
-	JLT  done8
-	STORE(Z30)
-	CMPQ DX, $8
-	JLT  done8
-	STORE(Z31)
-
-done8:
-	VZEROUPPER
-	RET
+	FEW(8, ZERO8, CORRS8, GROUPS8, FINS8, STORES8, block8, done8)

@@ -10,11 +10,11 @@ import (
 	"ringlm/gguf"
 )
 
-// checkFew holds MulFew to Dot bit for bit (NaNs as NaN) for the rows w
-// of cols elements against n random inputs, with the rows one byte off
-// their allocation and an output stride with gaps, which must stay
-// untouched.
-func checkFew(t *testing.T, rng *rand.Rand, what string, w []byte, cols, n int) {
+// checkProduct holds mul, a product of the Q8_0 rows w (of cols
+// elements) with n random inputs, to Dot bit for bit (NaNs as NaN), with
+// the rows one byte off their allocation and an output stride with gaps,
+// which must stay untouched.
+func checkProduct(t *testing.T, rng *rand.Rand, what string, w []byte, cols, n int, mul func(out []float32, ldo int, w []byte, acts []Acts)) {
 	t.Helper()
 	k := For(gguf.TypeQ8_0)
 	rb := cols / 32 * 34
@@ -23,8 +23,6 @@ func checkFew(t *testing.T, rng *rand.Rand, what string, w []byte, cols, n int) 
 	for i := range acts {
 		acts[i].Quantize(gguf.TypeQ8_0, randActs(rng, cols))
 	}
-	var f Few
-	f.Set(acts)
 	buf := make([]byte, len(w)+1)[1:]
 	copy(buf, w)
 	ldo := rows + 3
@@ -32,7 +30,7 @@ func checkFew(t *testing.T, rng *rand.Rand, what string, w []byte, cols, n int) 
 	for i := range out {
 		out[i] = 42
 	}
-	k.MulFew(out, ldo, buf, acts, &f)
+	mul(out, ldo, buf, acts)
 	for tk := range n {
 		for r := range ldo {
 			got := out[tk*ldo+r]
@@ -48,6 +46,16 @@ func checkFew(t *testing.T, rng *rand.Rand, what string, w []byte, cols, n int) 
 			}
 		}
 	}
+}
+
+// checkFew is checkProduct for MulFew.
+func checkFew(t *testing.T, rng *rand.Rand, what string, w []byte, cols, n int) {
+	t.Helper()
+	checkProduct(t, rng, what, w, cols, n, func(out []float32, ldo int, w []byte, acts []Acts) {
+		var f Few
+		f.Set(acts)
+		For(gguf.TypeQ8_0).MulFew(out, ldo, w, acts, &f)
+	})
 }
 
 // TestMulFew: 1 to FewInputs inputs (every padding of the kernels' 1, 2,
