@@ -12,8 +12,9 @@
 // them with the float32 input. Quantized matrices with a kernel in
 // package qdot take ggml's integer path by default: the input is quantized
 // to 8 bits per block once per product, and each row's dot product is
-// integer arithmetic times the blocks' scales (Q8_0 against three inputs
-// or more: qdot's batch kernel, 12 rows × 16 inputs with AVX-512 VNNI);
+// integer arithmetic times the blocks' scales (Q8_0 with AVX-512 VNNI:
+// qdot's kernel of 16 rows against up to 8 inputs for a decode step, its
+// batch kernel of 12 rows × 16 inputs for more);
 // SetActivations (FloatActivations) puts them on the float path, the
 // reference the oracle and the GPU are held to. Embedding rows are read
 // by Row, which falls back to quant.Dequantize for types without a
@@ -27,7 +28,8 @@
 // attention (attention.go) runs per head over chunks of a sequence's
 // queries against its own paged KV, scores and weighted sums in tiles,
 // softmax vectorized. Parallel work goes to a pool of helpers that stay
-// between the few hundred regions of a step (pool.go). Every per-token
+// between the few hundred regions of a step (pool.go); the products of
+// one input (a layer's Q, K, V; its gate, up) share a region. Every per-token
 // computation uses a fixed summation order, the same in every
 // implementation (Go, AVX2, AVX-512), so a sequence's logits are bitwise
 // identical alone, in any batch, in any prefill chunking and on any

@@ -138,9 +138,7 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 				copy(v[t*kvd:(t+1)*kvd], r[qd+kvd:qkvW])
 			}
 		} else {
-			m.pool.matmul(q, &L.Q, xn, T)
-			m.pool.matmul(k, &L.K, xn, T)
-			m.pool.matmul(v, &L.V, xn, T)
+			m.pool.matmuls(xn, T, product{q, &L.Q}, product{k, &L.K}, product{v, &L.V})
 		}
 		if L.QB != nil {
 			addBias(q, L.QB, T)
@@ -167,8 +165,7 @@ func (m *Model) Forward(kv *KVPool, seqs []Seq) error {
 				swiglu(act[t*ff:(t+1)*ff], r[:ff], r[ff:])
 			}
 		} else {
-			m.pool.matmul(gate, &L.Gate, xn, T)
-			m.pool.matmul(up[:T*ff], &L.Up, xn, T)
+			m.pool.matmuls(xn, T, product{gate, &L.Gate}, product{up[:T*ff], &L.Up})
 			swiglu(act, gate, up[:T*ff])
 		}
 		m.pool.matmul(proj, &L.Down, act, T)

@@ -163,24 +163,47 @@ func (p *pool) spin(last uint64) uint64 {
 // parallelRows calls fn(lo, hi) over [0, rows) in chunks, on up to
 // p.workers goroutines; small products (rows × costPerRow multiply-adds)
 // run inline. Chunks are whole multiples of align rows (a kernel's tile)
-// but for the last, a few per worker, taken in turn by whichever worker
-// is free (a neighbour's job may hold one core).
+// but for the last. A worker that is free takes 1/(2·workers) of the
+// rows left (guided scheduling): the chunks shrink towards the end of the
+// region, so that the workers finish together although a helper joins a
+// few microseconds late, or a neighbour's job holds one core for a while.
 func (p *pool) parallelRows(rows, costPerRow, align int, fn func(lo, hi int)) {
+	p.parallelParts([]int{rows}, costPerRow, align, func(_, lo, hi int) { fn(lo, hi) })
+}
+
+// parallelParts is parallelRows over several parts at once (the products
+// of one input, matmuls): fn(i, lo, hi) for rows [lo, hi) of part i, of
+// rows[i]; a chunk never spans two parts, and each part's chunks are
+// aligned from its first row.
+func (p *pool) parallelParts(rows []int, costPerRow, align int, fn func(i, lo, hi int)) {
+	total := 0
+	for _, r := range rows {
+		total += r
+	}
 	w := p.workers
-	if w <= 1 || rows*costPerRow < parallelMin {
-		fn(0, rows)
+	if w <= 1 || total*costPerRow < parallelMin {
+		for i, r := range rows {
+			fn(i, 0, r)
+		}
 		return
 	}
-	chunks := min((rows+align-1)/align, 4*w)
-	chunk := ((rows+chunks-1)/chunks + align - 1) / align * align
-	var next atomic.Int64
+	var next atomic.Int64 // rows taken, counting the parts in order
 	p.do(func() {
 		for {
-			lo := int(next.Add(1)-1) * chunk
-			if lo >= rows {
+			g := int(next.Load())
+			if g >= total {
 				return
 			}
-			fn(lo, min(lo+chunk, rows))
+			i, base := 0, 0
+			for g >= base+rows[i] {
+				base += rows[i]
+				i++
+			}
+			n := max(align, (total-g)/(2*w)/align*align)
+			end := min(g+n, base+rows[i])
+			if next.CompareAndSwap(int64(g), int64(end)) {
+				fn(i, g-base, end-base)
+			}
 		}
 	})
 }

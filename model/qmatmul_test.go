@@ -85,3 +85,44 @@ func TestNewMatrixTypes(t *testing.T) {
 		t.Errorf("IQ2_XXS: %v", err)
 	}
 }
+
+// TestMatmulsMatchMatmul: products of one input run together (matmuls: one
+// region, the inputs quantized once) give each product's bits from matmul
+// alone, on the float path and the integer path (MulFew's 1 to 8 inputs,
+// MulBatch's more), for parts whose rows are and are not whole tiles,
+// and for matrices of different kernels, which run one by one.
+func TestMatmulsMatchMatmul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	const cols = 256
+	for _, c := range []struct {
+		name  string
+		types []gguf.Type
+	}{
+		{"F16", []gguf.Type{gguf.TypeF16, gguf.TypeF16, gguf.TypeF16}},
+		{"Q8_0", []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ8_0, gguf.TypeQ8_0}},
+		{"Q4_K", []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ4_K}},
+		{"mixed", []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeF16}},
+	} {
+		ms := make([]Matrix, len(c.types))
+		for i, typ := range c.types {
+			ms[i] = randMatrix(rng, typ, []int{200, 40, 17}[i], cols)
+			if typ == gguf.TypeF16 {
+				ms[i].kern = nil
+				gguf.EncodeF32(typ, ms[i].Data, randVec(rng, ms[i].Rows*cols))
+			}
+		}
+		for _, n := range []int{1, 3, 8, 20} {
+			x := randVec(rng, n*cols)
+			ps := make([]product, len(ms))
+			for i := range ms {
+				ps[i] = product{make([]float32, n*ms[i].Rows), &ms[i]}
+			}
+			newPool(2).matmuls(x, n, ps...)
+			for i := range ms {
+				want := make([]float32, n*ms[i].Rows)
+				newPool(1).matmul(want, &ms[i], x, n)
+				sameBits(t, fmt.Sprintf("%s n=%d part %d", c.name, n, i), ps[i].out, want)
+			}
+		}
+	}
+}

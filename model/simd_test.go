@@ -11,6 +11,7 @@ import (
 	"ringlm/gguf"
 	"ringlm/internal/cpufeat"
 	"ringlm/internal/fma"
+	"ringlm/model/qdot"
 )
 
 func randVec(rng *rand.Rand, n int) []float32 {
@@ -366,9 +367,9 @@ func BenchmarkTiles(b *testing.B) {
 }
 
 // BenchmarkMatmulStream streams a 256 MiB weight matrix through one
-// matrix-vector product on every core, the shape of a decode step's
+// product with n inputs on every core, the shape of a decode step's
 // weight traffic without the rest of the forward (compare with
-// BenchmarkMemoryRead).
+// BenchmarkMemoryRead): the float path, and Q8_0 on the integer path.
 func BenchmarkMatmulStream(b *testing.B) {
 	const cols = 896
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -384,13 +385,22 @@ func BenchmarkMatmulStream(b *testing.B) {
 				binary.LittleEndian.PutUint16(data[34*r:], 0x2000) // finite scales
 			}
 		}
-		m := Matrix{Type: typ, Rows: rows, Cols: cols, Data: data, rowBytes: int(rb)}
-		x, out := randVec(rng, cols), make([]float32, rows)
-		b.Run(typ.String(), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			for b.Loop() {
-				defaultPool.matmul(out, &m, x, 1)
+		for _, n := range []int{1, 8} {
+			for _, path := range []string{"float", "int8"} {
+				m := Matrix{Type: typ, Rows: rows, Cols: cols, Data: data, rowBytes: int(rb)}
+				if path == "int8" {
+					if m.kern = qdot.For(typ); m.kern == nil {
+						continue
+					}
+				}
+				x, out := randVec(rng, n*cols), make([]float32, n*rows)
+				b.Run(fmt.Sprintf("%s/%s/n=%d", typ, path, n), func(b *testing.B) {
+					b.SetBytes(int64(len(data)))
+					for b.Loop() {
+						defaultPool.matmul(out, &m, x, n)
+					}
+				})
 			}
-		})
+		}
 	}
 }

@@ -135,38 +135,80 @@ func vector(f *gguf.File, name string, n int) ([]float32, error) {
 // runs them in tiles (tiles.go): a tile's weights are read once for many
 // inputs while they are in cache.
 func (p *pool) matmul(out []float32, m *Matrix, x []float32, n int) {
-	if m.kern != nil {
-		p.matmulInt8(out, m, x, n)
+	p.matmuls(x, n, product{out, m})
+}
+
+// product is one matrix of a matmuls call and its output (n×Rows).
+type product struct {
+	out []float32
+	m   *Matrix
+}
+
+// matmuls computes several products of the same inputs x (n×Cols), as
+// matmul does each (the same bits: an output element depends only on its
+// row and its input), in one parallel region, the inputs quantized once:
+// a layer's Q, K and V, or its gate and up. Matrices of different
+// kernels or widths run one by one.
+func (p *pool) matmuls(x []float32, n int, ps ...product) {
+	m0 := ps[0].m
+	for _, q := range ps[1:] {
+		if q.m.kern != m0.kern || q.m.Cols != m0.Cols {
+			for _, q := range ps {
+				p.matmuls(x, n, q)
+			}
+			return
+		}
+	}
+	rows := make([]int, len(ps))
+	for i, q := range ps {
+		rows[i] = q.m.Rows
+	}
+	if m0.kern != nil {
+		p.matmulInt8(x, n, ps, rows)
 		return
 	}
-	p.parallelRows(m.Rows, m.Cols*n, 4, func(lo, hi int) {
+	p.parallelParts(rows, m0.Cols*n, 4, func(i, lo, hi int) {
 		s, _ := tileScratchPool.Get().(*tileScratch)
 		if s == nil {
 			s = new(tileScratch)
 		}
-		m.mulFloat(out, m.Rows, x, n, lo, hi, s)
+		m := ps[i].m
+		m.mulFloat(ps[i].out, m.Rows, x, n, lo, hi, s)
 		tileScratchPool.Put(s)
 	})
 }
 
 var tileScratchPool sync.Pool
 
-// matmulInt8 is matmul on the integer path: each input vector is
+// matmulInt8 is matmuls on the integer path: each input vector is
 // quantized once to the kernel's activation blocks, then each weight row is
 // dotted with every quantized input, by a kernel that takes a tile of rows
-// against 16 inputs at once where there is one (qdot.Kernel.MulBatch). An
-// output element depends only on its row and its own input, however many
-// inputs share the call.
-func (p *pool) matmulInt8(out []float32, m *Matrix, x []float32, n int) {
-	cols, rows, rb := m.Cols, m.Rows, m.rowBytes
+// against all the inputs at once where there is one (qdot.Kernel.MulFew
+// for up to 8 inputs, MulBatch for more, in 16s). An output element
+// depends only on its row and its own input, however many inputs share
+// the call.
+func (p *pool) matmulInt8(x []float32, n int, ps []product, rows []int) {
+	kern, cols := ps[0].m.kern, ps[0].m.Cols
 	ab := getActs(n)
+	defer actsPool.Put(ab)
 	acts := ab.a[:n]
 	p.parallelRows(n, 8*cols, 1, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
-			acts[t].Quantize(m.kern.Act, x[t*cols:(t+1)*cols])
+			acts[t].Quantize(kern.Act, x[t*cols:(t+1)*cols])
 		}
 	})
-	if m.kern.Batched() && n >= batchMin {
+	if kern.HasFew() && n <= qdot.FewInputs {
+		// A decode step: the kernel whose lanes are rows, all the inputs
+		// against each tile of 16 rows.
+		f := &ab.f
+		f.Set(acts)
+		p.parallelParts(rows, cols*n, 16, func(i, lo, hi int) {
+			m := ps[i].m
+			kern.MulFew(ps[i].out[lo:], m.Rows, m.Data[lo*m.rowBytes:hi*m.rowBytes], acts, f)
+		})
+		return
+	}
+	if kern.Batched() {
 		const g = qdot.BatchInputs
 		groups := (n + g - 1) / g
 		if len(ab.b) < groups {
@@ -179,31 +221,27 @@ func (p *pool) matmulInt8(out []float32, m *Matrix, x []float32, n int) {
 			}
 		})
 		panel := max(1, tilePanelBytes/(g*cols)) // batches that stay in L2 while the rows pass
-		p.parallelRows(rows, cols*n, 12, func(lo, hi int) {
+		p.parallelParts(rows, cols*n, 12, func(i, lo, hi int) {
 			s, _ := batchScratchPool.Get().(*qdot.BatchScratch)
 			if s == nil {
 				s = new(qdot.BatchScratch)
 			}
-			for i := 0; i < groups; i += panel {
-				j := min(groups, i+panel)
-				m.kern.MulBatch(out[i*g*rows+lo:], rows, m.Data[lo*rb:hi*rb], acts[i*g:min(n, j*g)], bts[i:j], s)
+			m, rb := ps[i].m, ps[i].m.rowBytes
+			for j := 0; j < groups; j += panel {
+				k := min(groups, j+panel)
+				kern.MulBatch(ps[i].out[j*g*m.Rows+lo:], m.Rows, m.Data[lo*rb:hi*rb], acts[j*g:min(n, k*g)], bts[j:k], s)
 			}
 			batchScratchPool.Put(s)
 		})
-		actsPool.Put(ab)
 		return
 	}
-	p.parallelRows(rows, cols*n, 1, func(lo, hi int) {
+	p.parallelParts(rows, cols*n, 1, func(i, lo, hi int) {
+		m, rb := ps[i].m, ps[i].m.rowBytes
 		for t := range acts {
-			m.kern.DotRows(out[t*rows+lo:t*rows+hi], m.Data[lo*rb:hi*rb], &acts[t])
+			kern.DotRows(ps[i].out[t*m.Rows+lo:t*m.Rows+hi], m.Data[lo*rb:hi*rb], &acts[t])
 		}
 	})
-	actsPool.Put(ab)
 }
-
-// batchMin is the fewest inputs a product takes the batch kernel for:
-// below, most of its 16 lanes would idle.
-const batchMin = 3
 
 var batchScratchPool sync.Pool
 
@@ -212,6 +250,7 @@ var batchScratchPool sync.Pool
 type actsBuf struct {
 	a []qdot.Acts
 	b []qdot.Batch
+	f qdot.Few
 }
 
 var actsPool sync.Pool

@@ -47,19 +47,11 @@ func (bt *Batch) Len() int { return bt.n }
 // all of one type and length. Anything else is a bug of the caller: it
 // panics.
 func (bt *Batch) Set(acts []Acts) {
-	if len(acts) < 1 || len(acts) > BatchInputs {
-		panic(fmt.Sprintf("qdot: a batch of %d inputs", len(acts)))
-	}
-	if acts[0].typ == gguf.TypeQ8_K {
+	if len(acts) >= 1 && len(acts) <= BatchInputs && acts[0].typ == gguf.TypeQ8_K {
 		bt.setK(acts)
 		return
 	}
-	n := acts[0].n
-	for i := range acts {
-		if acts[i].typ != gguf.TypeQ8_0 || acts[i].n != n {
-			panic(fmt.Sprintf("qdot: batch input %d is %d %s activations, input 0 %d Q8_0", i, acts[i].n, acts[i].typ, n))
-		}
-	}
+	n := q8Inputs(acts, BatchInputs, "batch")
 	bt.n, bt.nb, bt.act = len(acts), n/32, gguf.TypeQ8_0
 	if cap(bt.q) < bt.nb*512 {
 		bt.q = make([]byte, bt.nb*512)
@@ -91,6 +83,22 @@ func (bt *Batch) Set(acts []Acts) {
 			bt.d[16*b+t] = 0
 		}
 	}
+}
+
+// q8Inputs returns the length of acts, 1 to most inputs (of a what)
+// quantized to Q8_0, all of one length. Anything else is a bug of the
+// caller: it panics.
+func q8Inputs(acts []Acts, most int, what string) int {
+	if len(acts) < 1 || len(acts) > most {
+		panic(fmt.Sprintf("qdot: a %s of %d inputs", what, len(acts)))
+	}
+	n := acts[0].n
+	for i := range acts {
+		if acts[i].typ != gguf.TypeQ8_0 || acts[i].n != n {
+			panic(fmt.Sprintf("qdot: %s input %d is %d %s activations, input 0 %d Q8_0", what, i, acts[i].n, acts[i].typ, n))
+		}
+	}
+	return n
 }
 
 // batchRows is the rows of a tile of the batch kernel.

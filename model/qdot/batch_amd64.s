@@ -4,15 +4,16 @@
 
 // The batch kernels of batch.go (AVX-512 F/BW/VL and VNNI).
 
-DATA iota16<>+0(SB)/8, $0x0000000100000000
-DATA iota16<>+8(SB)/8, $0x0000000300000002
-DATA iota16<>+16(SB)/8, $0x0000000500000004
-DATA iota16<>+24(SB)/8, $0x0000000700000006
-DATA iota16<>+32(SB)/8, $0x0000000900000008
-DATA iota16<>+40(SB)/8, $0x0000000b0000000a
-DATA iota16<>+48(SB)/8, $0x0000000d0000000c
-DATA iota16<>+56(SB)/8, $0x0000000f0000000e
-GLOBL iota16<>(SB), RODATA|NOPTR, $64
+// iota16 is the int32 lanes 0, 1, …, 15 (also for few_amd64.s).
+DATA ·iota16+0(SB)/8, $0x0000000100000000
+DATA ·iota16+8(SB)/8, $0x0000000300000002
+DATA ·iota16+16(SB)/8, $0x0000000500000004
+DATA ·iota16+24(SB)/8, $0x0000000700000006
+DATA ·iota16+32(SB)/8, $0x0000000900000008
+DATA ·iota16+40(SB)/8, $0x0000000b0000000a
+DATA ·iota16+48(SB)/8, $0x0000000d0000000c
+DATA ·iota16+56(SB)/8, $0x0000000f0000000e
+GLOBL ·iota16(SB), RODATA|NOPTR, $64
 
 DATA lane15<>+0(SB)/4, $15
 GLOBL lane15<>(SB), RODATA|NOPTR, $4
@@ -141,7 +142,7 @@ block:
 // the mask of the inputs the batch holds, for SCATTER.
 #define LANES(ldo, mask) \
 	VPBROADCASTD ldo, Z27; \
-	VPMULLD iota16<>(SB), Z27, Z27; \
+	VPMULLD ·iota16(SB), Z27, Z27; \
 	MOVWLZX mask, AX
 
 // func q8BatchVNNI(w *byte, ldw uintptr, nb int, xq *byte, xd *float32, corr *int32, dw *float32, out *float32, ldo uintptr, mask uint16)

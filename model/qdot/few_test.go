@@ -1,0 +1,187 @@
+package qdot
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"ringlm/gguf"
+)
+
+// checkProduct holds mul, a product of the Q8_0 rows w (of cols
+// elements) with n random inputs, to Dot bit for bit (NaNs as NaN), with
+// the rows one byte off their allocation and an output stride with gaps,
+// which must stay untouched.
+func checkProduct(t *testing.T, rng *rand.Rand, what string, w []byte, cols, n int, mul func(out []float32, ldo int, w []byte, acts []Acts)) {
+	t.Helper()
+	k := For(gguf.TypeQ8_0)
+	rb := cols / 32 * 34
+	rows := len(w) / rb
+	acts := make([]Acts, n)
+	for i := range acts {
+		acts[i].Quantize(gguf.TypeQ8_0, randActs(rng, cols))
+	}
+	buf := make([]byte, len(w)+1)[1:]
+	copy(buf, w)
+	ldo := rows + 3
+	out := make([]float32, n*ldo)
+	for i := range out {
+		out[i] = 42
+	}
+	mul(out, ldo, buf, acts)
+	for tk := range n {
+		for r := range ldo {
+			got := out[tk*ldo+r]
+			if r >= rows {
+				if got != 42 {
+					t.Fatalf("%s: input %d wrote column %d of %d rows", what, tk, r, rows)
+				}
+				continue
+			}
+			want := k.Dot(w[r*rb:(r+1)*rb], &acts[tk])
+			if !sameFloat(got, want) {
+				t.Fatalf("%s cols=%d rows=%d n=%d: row %d input %d = %g (%#x), Dot %g (%#x)", what, cols, rows, n, r, tk, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
+		}
+	}
+}
+
+// checkFew is checkProduct for MulFew.
+func checkFew(t *testing.T, rng *rand.Rand, what string, w []byte, cols, n int) {
+	t.Helper()
+	checkProduct(t, rng, what, w, cols, n, func(out []float32, ldo int, w []byte, acts []Acts) {
+		var f Few
+		f.Set(acts)
+		For(gguf.TypeQ8_0).MulFew(out, ldo, w, acts, &f)
+	})
+}
+
+// TestMulFew: 1 to FewInputs inputs (every padding of the kernels' 1, 2,
+// 4 and 8), row counts around the tile of 16 and its multiples, rows in
+// strided and adjacent tiles, and rows whose scales run through every
+// F16 pattern (subnormal, huge, infinite, NaN) and whose quants take
+// every byte (-128 included).
+func TestMulFew(t *testing.T) {
+	t.Logf("row-lane kernels: %v", useVNNI)
+	rng := rand.New(rand.NewPCG(61, 62))
+	for _, adjacent := range []bool{false, true} {
+		fewAdjacent = adjacent
+		for _, cols := range []int{32, 96, 256, 896} {
+			for _, rows := range []int{1, 15, 16, 17, 33, 48, 70} {
+				for n := 1; n <= FewInputs; n++ {
+					checkFew(t, rng, fmt.Sprintf("random, adjacent %v", adjacent), randBlocks(rng, gguf.TypeQ8_0, rows*cols/32), cols, n)
+				}
+			}
+		}
+	}
+	fewAdjacent = false
+	w := randBlocks(rng, gguf.TypeQ8_0, 1<<16)
+	for b := range 1 << 16 {
+		binary.LittleEndian.PutUint16(w[34*b:], uint16(b))
+		w[34*b+2+b%32] = byte(b >> 5)
+	}
+	for _, n := range []int{1, 3, 8} {
+		checkFew(t, rng, "every scale", w, 256, n)
+	}
+}
+
+// FuzzMulFew feeds arbitrary bytes to MulFew as rows and as activations
+// (any float32 bits): Dot's bits for every row and input.
+func FuzzMulFew(f *testing.F) {
+	f.Add(byte(0), []byte{1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add(byte(7), []byte{0xff, 0x7f, 0x80, 0x00, 0x7c, 0x00, 0xfc, 0x01})
+	f.Add(byte(3), make([]byte, 300))
+	f.Fuzz(func(t *testing.T, shape byte, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		k := For(gguf.TypeQ8_0)
+		n := 1 + int(shape)%FewInputs
+		nb := 1 + int(shape)/FewInputs%4
+		rows := 16 + int(shape)/32
+		w := make([]byte, rows*nb*34)
+		for i := range w {
+			w[i] = data[i%len(data)]
+		}
+		acts := make([]Acts, n)
+		for tk := range acts {
+			x := make([]float32, nb*32)
+			for i := range x {
+				var b [4]byte
+				for j := range b {
+					b[j] = data[(4*i+j+7*tk+5)%len(data)]
+				}
+				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
+			}
+			acts[tk].Quantize(gguf.TypeQ8_0, x)
+		}
+		var fw Few
+		fw.Set(acts)
+		out := make([]float32, n*rows)
+		k.MulFew(out, rows, w, acts, &fw)
+		for tk := range n {
+			for r := range rows {
+				want := k.goDot(w[r*nb*34:(r+1)*nb*34], &acts[tk])
+				if got := out[tk*rows+r]; !sameFloat(got, want) {
+					t.Fatalf("row %d input %d of %d: %g (%#x), Go %g (%#x)", r, tk, n, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkMulFew times a 4864×896 Q8_0 matrix against 1 to 8 inputs,
+// one core, the rows cycling through 64 MiB (from memory, as in a decode
+// step) or a 256-row matrix staying in L2 (the kernels' own speed): the
+// row-lane kernel, the same with adjacent rows in a tile, the lone batch
+// of MulBatch, and DotRows per input.
+func BenchmarkMulFew(b *testing.B) {
+	k := For(gguf.TypeQ8_0)
+	rng := rand.New(rand.NewPCG(1, 1))
+	const cols = 896
+	for _, src := range []struct {
+		name       string
+		rows, mats int
+	}{{"mem", 4864, 15}, {"l2", 256, 1}} {
+		rows := src.rows
+		mb := rows * cols / 32 * 34
+		w := randBlocks(rng, gguf.TypeQ8_0, src.mats*rows*cols/32)
+		for _, n := range []int{1, 2, 4, 8} {
+			acts := make([]Acts, n)
+			for i := range acts {
+				acts[i].Quantize(gguf.TypeQ8_0, randActs(rng, cols))
+			}
+			out := make([]float32, n*rows)
+			var f Few
+			f.Set(acts)
+			var bt [1]Batch
+			bt[0].Set(acts)
+			var s BatchScratch
+			for _, c := range []struct {
+				name string
+				fn   func(w []byte)
+			}{
+				{"few", func(w []byte) { k.MulFew(out, rows, w, acts, &f) }},
+				{"few-adjacent", func(w []byte) { fewAdjacent = true; k.MulFew(out, rows, w, acts, &f); fewAdjacent = false }},
+				{"lane", func(w []byte) { k.MulBatch(out, rows, w, acts, bt[:], &s) }},
+				{"dotrows", func(w []byte) {
+					for t := range acts {
+						k.DotRows(out[t*rows:(t+1)*rows], w, &acts[t])
+					}
+				}},
+			} {
+				b.Run(fmt.Sprintf("%s/n=%d/%s", src.name, n, c.name), func(b *testing.B) {
+					i := 0
+					for b.Loop() {
+						c.fn(w[i*mb : (i+1)*mb])
+						i = (i + 1) % src.mats
+					}
+					b.SetBytes(int64(mb))
+					b.ReportMetric(float64(rows*cols*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+				})
+			}
+		}
+	}
+}
