@@ -67,6 +67,25 @@ func DefaultTokenBudget(device string) int {
 	return engine.DefaultTokenBudget
 }
 
+// DefaultSlots is the sequences decoded together on device when
+// Options.Slots is 0: 256 on CUDA (as vLLM's max_num_seqs: a step of
+// many rows costs little more than one of few there), 64 on the CPU.
+func DefaultSlots(device string) int {
+	if device == "cuda" {
+		return 256
+	}
+	return 64
+}
+
+// deviceSlots is o's slots on device: Options.Slots, or the device's
+// default.
+func deviceSlots(device string, o Options) int {
+	if o.Slots > 0 {
+		return o.Slots
+	}
+	return DefaultSlots(device)
+}
+
 // DefaultPrefillChunk is the prompt tokens one request gets in a step on
 // device when Options.PrefillChunk is 0: on CUDA the whole budget (a
 // prompt of up to budget tokens is prefilled in one step), on the CPU the
@@ -95,6 +114,7 @@ func stepSizes(device string, o Options) (budget, chunk int) {
 type device struct {
 	kind   string // "cpu" or "cuda"
 	dev    engine.Device
+	slots  int                    // sequences decoded together (deviceSlots)
 	budget int                    // tokens per step (stepSizes)
 	chunk  int                    // prompt tokens of one request per step
 	blocks int                    // KV blocks in its pool
@@ -104,8 +124,9 @@ type device struct {
 	close  func() error           // frees it after the engine is closed; nil: the engine does
 }
 
-// openDevice opens the device o picks with a KV pool for slots sequences.
-func openDevice(mdl *model.Model, kvt gguf.Type, slots int, o Options) (*device, error) {
+// openDevice opens the device o picks with a KV pool for its slots
+// (deviceSlots).
+func openDevice(mdl *model.Model, kvt gguf.Type, o Options) (*device, error) {
 	kind, err := pickDevice(o.Device, kvt, o.Log)
 	if err != nil {
 		return nil, err
@@ -113,16 +134,18 @@ func openDevice(mdl *model.Model, kvt gguf.Type, slots int, o Options) (*device,
 	bs := model.DefaultBlockSize
 	if kind == "cuda" {
 		budget, chunk := stepSizes("cuda", o)
+		slots := deviceSlots("cuda", o)
 		cd, err := openCUDA(mdl, o, slots, bs, budget)
 		switch {
 		case err == nil:
-			return &device{kind: "cuda", dev: cd, budget: budget, chunk: chunk, blocks: cd.NumBlocks(), alloc: cd.Allocator(),
+			return &device{kind: "cuda", dev: cd, slots: slots, budget: budget, chunk: chunk, blocks: cd.NumBlocks(), alloc: cd.Allocator(),
 				fault: cd.Fault, exited: cd.Exited, close: cd.Close}, nil
 		case o.Device == "cuda":
 			return nil, err
 		}
 		o.Log.Warn().Err(err).Msg("device auto: the GPU could not take the model; running on the CPU")
 	}
+	slots := deviceSlots("cpu", o)
 	blocks := o.KVBlocks
 	if blocks <= 0 {
 		per := model.KVBytesPerBlock(&mdl.Config, kvt, bs)
@@ -140,7 +163,7 @@ func openDevice(mdl *model.Model, kvt gguf.Type, slots int, o Options) (*device,
 	// The capacity rules of a CUDA device opened with these step sizes.
 	budget, chunk := stepSizes("cpu", o)
 	cd.SetLimits(kernels.Limits{Context: mdl.Context, MaxStepTokens: budget})
-	return &device{kind: "cpu", dev: cd, budget: budget, chunk: chunk, blocks: blocks, alloc: o.Allocator}, nil
+	return &device{kind: "cpu", dev: cd, slots: slots, budget: budget, chunk: chunk, blocks: blocks, alloc: o.Allocator}, nil
 }
 
 // openCUDA creates the CUDA device: the model is uploaded and the KV pool

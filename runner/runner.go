@@ -102,7 +102,7 @@ type Options struct {
 	// model's, is the model's.
 	Context int
 	Device  string // auto, cpu or cuda ("" = auto)
-	Slots   int    // sequences decoded together (at least 1)
+	Slots   int    // sequences decoded together; 0: the device's default (DefaultSlots)
 	// TokenBudget is the tokens of one engine step, prefill and decode
 	// together, and PrefillChunk the prompt tokens one request gets in a
 	// step (at most TokenBudget); 0 takes the device's default
@@ -265,8 +265,7 @@ func Start(w *Weights, o Options) (*Runner, error) {
 	if src.file && chosen.err != nil {
 		return nil, chosen.err
 	}
-	slots := max(o.Slots, 1)
-	dev, err := openDevice(mdl, kvt, slots, o)
+	dev, err := openDevice(mdl, kvt, o)
 	if err != nil {
 		return nil, err
 	}
@@ -276,6 +275,7 @@ func Start(w *Weights, o Options) (*Runner, error) {
 			eos = append(eos, id)
 		}
 	}
+	slots := dev.slots
 	eng, err := engine.New(engine.Config{Slots: slots, TokenBudget: dev.budget, PrefillChunk: dev.chunk, NumBlocks: dev.blocks, BlockSize: model.DefaultBlockSize,
 		PrefixCache: o.PrefixCache, MaxQueue: o.MaxQueue, Context: mdl.Context, Vocab: mdl.Vocab, EOS: eos,
 		Allocator: dev.alloc, Log: o.Log, StepHook: o.StepHook}, dev.dev)

@@ -391,3 +391,21 @@ func TestStepSizes(t *testing.T) {
 		r.Close()
 	}
 }
+
+// TestDefaultSlots: Options.Slots 0 takes the device's default (64 on the
+// CPU, 256 on CUDA); a number given is taken as it is.
+func TestDefaultSlots(t *testing.T) {
+	if DefaultSlots("cpu") != 64 || DefaultSlots("cuda") != 256 {
+		t.Fatalf("DefaultSlots: cpu %d, cuda %d; want 64, 256", DefaultSlots("cpu"), DefaultSlots("cuda"))
+	}
+	for _, c := range []struct{ slots, want int }{{0, 64}, {3, 3}} {
+		r, err := Load(tinyModel(t), Options{Device: "cpu", Slots: c.slots, KVBlocks: 64, Allocator: ringbuf.HeapAllocator{}, Log: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Engine.Config().Slots; got != c.want {
+			t.Errorf("Slots %d: the engine has %d slots, want %d", c.slots, got, c.want)
+		}
+		r.Close()
+	}
+}
