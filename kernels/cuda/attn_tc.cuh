@@ -147,37 +147,20 @@ template <int HD> __device__ __forceinline__ void attn_unit(const Dev &d, int u,
 // positions outside the tile's plo..phi are zeros.
 template <int HD> __device__ __forceinline__ void attn_issue(const Dev &d, int layer, const AttnUnit<HD> &U, int ch, uint32_t st) {
   const int lane = threadIdx.x & 31;
-  constexpr int per_row = HD / 8;  // 16-byte pieces of a position's K (or V)
+  constexpr int per_row = HD / 8;  // 16-byte pieces of a position's K (or V); lane l takes pieces l, l + 32, …
   constexpr int kvstride = kAttnChunk * (HD + 8) * 2;  // bytes from the K rows to the V rows
   const size_t head = ((size_t)layer * d.num_blocks * d.n_kv + U.kvh) * d.bs * HD;
-  if constexpr (32 % per_row == 0) {
-    // A lane copies one column of pieces: the same K and V piece of 16 ×
-    // per_row / 32 positions.
-    constexpr int step = 32 / per_row;
-    const int col = lane % per_row;
+  constexpr int per_mat = kAttnChunk * per_row;
 #pragma unroll
-    for (int r = lane / per_row; r < kAttnChunk; r += step) {
-      const int p = ch * kAttnChunk + r;
-      const bool ok = p >= U.plo && p <= U.phi;
-      size_t off = 0;
-      if (ok) off = head + ((size_t)U.tab[p / d.bs] * d.n_kv * d.bs + p % d.bs) * HD + col * 8;
-      const uint32_t dst = st + (uint32_t)((r * (HD + 8) + col * 8) * 2);
-      cp16(dst, d.kcache + off, ok ? 16 : 0);
-      cp16(dst + kvstride, d.vcache + off, ok ? 16 : 0);
-    }
-  } else {
-    constexpr int per_mat = kAttnChunk * per_row;
-#pragma unroll
-    for (int k = 0; k < per_mat / 32; k++) {
-      const int i = lane + 32 * k, row = i / per_row, col = i % per_row;
-      const int p = ch * kAttnChunk + row;
-      const bool ok = p >= U.plo && p <= U.phi;
-      size_t off = 0;
-      if (ok) off = head + ((size_t)U.tab[p / d.bs] * d.n_kv * d.bs + p % d.bs) * HD + col * 8;
-      const uint32_t dst = st + (uint32_t)((row * (HD + 8) + col * 8) * 2);
-      cp16(dst, d.kcache + off, ok ? 16 : 0);
-      cp16(dst + kvstride, d.vcache + off, ok ? 16 : 0);
-    }
+  for (int k = 0; k < per_mat / 32; k++) {
+    const int i = lane + 32 * k, row = i / per_row, col = i % per_row;
+    const int p = ch * kAttnChunk + row;
+    const bool ok = p >= U.plo && p <= U.phi;
+    size_t off = 0;
+    if (ok) off = head + ((size_t)U.tab[p / d.bs] * d.n_kv * d.bs + p % d.bs) * HD + col * 8;
+    const uint32_t dst = st + (uint32_t)((row * (HD + 8) + col * 8) * 2);
+    cp16(dst, d.kcache + off, ok ? 16 : 0);
+    cp16(dst + kvstride, d.vcache + off, ok ? 16 : 0);
   }
 }
 

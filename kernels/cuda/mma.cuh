@@ -277,6 +277,35 @@ template <int TY> struct WStream {
   }
 };
 
+// A warp's step of a product at group j, ring stage i: wait for the
+// group's weights, read them, request group j + D (if below jend) into the
+// stage, and accumulate the 16-row tile against the staged inputs xc (the
+// lane's row and 8 columns of the group; n8 tiles pitch rows apart) into
+// acc, both k16 halves in order. gemm_t and gemm_whole_t share it: the
+// same operations in both.
+template <int TY, int NT>
+__device__ __forceinline__ void gemm_group(WStream<TY> &ws, int i, int j, int jend, const __nv_bfloat16 *xc, int pitch,
+                                           int mrows, float (&acc)[NT][4]) {
+  constexpr int RUN = WStream<TY>::RUN, BLK = WStream<TY>::BLK, D = WStream<TY>::D;
+  cp_wait<D - 1>();  // this lane's copies of group j are in
+  __syncwarp();      // and every lane's
+  WRaw<TY> wl, wh;
+  wl.read(ws.ring + i * BLK + ws.lane * RUN, ws.sl[i]);
+  wh.read(ws.ring + i * BLK + 32 * RUN + ws.lane * RUN, ws.sh[i]);
+  __syncwarp();  // every lane has read stage i before it is refilled
+  if (j + D < jend) ws.issue(j + D, i);
+  cp_commit();
+  const uint4 lo = wl.bf16(), hi = wh.bf16();
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) {
+    if (nt * 8 < mrows) {
+      const uint4 b = *reinterpret_cast<const uint4 *>(xc + (size_t)nt * 8 * pitch);
+      mma_bf16(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+      mma_bf16(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+    }
+  }
+}
+
 // gemm_t runs Y = in · Wᵀ over M input rows with the whole grid and hands
 // every output to epi(t, n, y[t][n], y[t][n + 8]) for the rows n of the
 // lower halves of the m16 tiles (n % 16 < 8); n and n + 8 may be past
@@ -303,8 +332,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, units = tiles * nk, npad = tiles * kGemmRows;
   const bool spread = nk > 1 && M > kSpreadM;
   WStream<TY> ws(W, xs, cap);
-  constexpr int RUN = WStream<TY>::RUN, BLK = WStream<TY>::BLK, D = WStream<TY>::D;
-  const uint32_t ring = ws.ring;
+  constexpr int D = WStream<TY>::D;
   cap -= kRingBytes;
   const int pitch_all = gemm_pitch(K);
   const bool resident = M <= PASS && (size_t)((M + 7) / 8 * 8) * pitch_all * 2 <= cap;
@@ -351,24 +379,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
           for (int i = 0; i < D; i++) {
             const int j = jb + i;
             if (j < s1) {
-              cp_wait<D - 1>();  // this lane's copies of group j are in
-              __syncwarp();      // and every lane's
-              WRaw<TY> wl, wh;
-              wl.read(ring + i * BLK + lane * RUN, ws.sl[i]);
-              wh.read(ring + i * BLK + 32 * RUN + lane * RUN, ws.sh[i]);
-              __syncwarp();  // every lane has read stage i before it is refilled
-              if (j + D < j1) ws.issue(j + D, i);
-              cp_commit();
-              const uint4 lo = wl.bf16(), hi = wh.bf16();
-              const __nv_bfloat16 *xc = xrow + (32 * j - cbase);
-#pragma unroll
-              for (int nt = 0; nt < NT; nt++) {
-                if (nt * 8 < mrows) {
-                  const uint4 b = *reinterpret_cast<const uint4 *>(xc + (size_t)nt * 8 * pitch);
-                  mma_bf16(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-                  mma_bf16(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
-                }
-              }
+              gemm_group<TY>(ws, i, j, j1, xrow + (32 * j - cbase), pitch, mrows, acc);
             }
           }
         }
@@ -458,8 +469,7 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
   const int K = W.cols, G = K / 32, nk = W.nk;
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + PASS - 1) / PASS;
   WStream<TY> ws(W, xs, cap);
-  constexpr int RUN = WStream<TY>::RUN, BLK = WStream<TY>::BLK, D = WStream<TY>::D;
-  const uint32_t ring = ws.ring;
+  constexpr int D = WStream<TY>::D;
   const int pitch = gemm_pitch(kSG * 32);
   // [warp][n8 tile][lane]: the lane's four sums of each n8 tile.
   float4 *tot = reinterpret_cast<float4 *>(reinterpret_cast<char *>(xs) + (size_t)PASS * pitch * 2) +
@@ -498,24 +508,7 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
         for (int i = 0; i < D; i++) {
           const int j = jb + i;
           if (j < s1) {
-            cp_wait<D - 1>();
-            __syncwarp();
-            WRaw<TY> wl, wh;
-            wl.read(ring + i * BLK + lane * RUN, ws.sl[i]);
-            wh.read(ring + i * BLK + 32 * RUN + lane * RUN, ws.sh[i]);
-            __syncwarp();
-            if (j + D < G) ws.issue(j + D, i);
-            cp_commit();
-            const uint4 lo = wl.bf16(), hi = wh.bf16();
-            const __nv_bfloat16 *xc = xrow + (32 * j - cbase);
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-              if (nt * 8 < mrows) {
-                const uint4 b = *reinterpret_cast<const uint4 *>(xc + (size_t)nt * 8 * pitch);
-                mma_bf16(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-                mma_bf16(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
-              }
-            }
+            gemm_group<TY>(ws, i, j, G, xrow + (32 * j - cbase), pitch, mrows, acc);
             if (j + 1 == cend) {  // the chunk's sum into tot, in chunk order from zero (chunk_sum's)
 #pragma unroll
               for (int nt = 0; nt < NT; nt++) {
