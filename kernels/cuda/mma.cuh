@@ -216,7 +216,7 @@ struct GemmClock {
   unsigned long long *p;
   unsigned long long t;
   __device__ GemmClock(unsigned long long *prof, int many)
-      : p(prof && blockIdx.x == 0 && threadIdx.x == 0 ? prof + 4 * many : nullptr), t(p ? globaltimer() : 0) {}
+      : p(prof && blockIdx.x == 0 && threadIdx.x == 0 ? prof + 5 * many : nullptr), t(p ? globaltimer() : 0) {}
   __device__ __forceinline__ void lap(int part) {
     if (p) {
       const unsigned long long now = globaltimer();
@@ -335,7 +335,11 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
   constexpr int D = WStream<TY>::D;
   cap -= kRingBytes;
   const int pitch_all = gemm_pitch(K);
-  const bool resident = M <= PASS && (size_t)((M + 7) / 8 * 8) * pitch_all * 2 <= cap;
+  // The inputs stay staged for the whole product (all K columns) when a
+  // block's units cover them; a block of fewer units than chunks stages
+  // only its units' columns, per unit (nk times fewer for one unit).
+  const bool resident = M <= PASS && (size_t)((M + 7) / 8 * 8) * pitch_all * 2 <= cap &&
+                        (nk == 1 || (units + (int)gridDim.x - 1) / (int)gridDim.x >= nk);
   const int pitch = resident ? pitch_all : gemm_pitch(kSG * 32);
   constexpr int kPairs = kGemmRows / 2;
   GemmClock clk(s.prof, M > kSmallM);
@@ -432,7 +436,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
   cp_wait<0>();
   if (!spread) return;
   cg::this_grid().sync();
-  clk.lap(3);
+  clk.lap(4);
   const size_t total = (size_t)tiles * M * kPairs;
   for (size_t e = (size_t)blockIdx.x * kThreads + threadIdx.x; e < total; e += (size_t)gridDim.x * kThreads) {
     const int p = (int)(e % kPairs), t = (int)(e / kPairs % M), tile = (int)(e / kPairs / M);
