@@ -17,7 +17,8 @@
 //    BF16, F16, Q8_0, F32); the input rows are the B operand, staged
 //    once in shared memory as BF16 (RMSNorm applied on the way: the CPU's
 //    float operations, then one rounding), for the whole phase when they
-//    fit, else per pass and per kSG × 32 columns;
+//    fit and the block's units cover every chunk, else per unit, pass and
+//    kSG × 32 columns of the unit's chunk;
 //  - inside a 32-column group, the columns are fed to the two k16 steps in
 //    a fixed permuted order (a lane loads 8 consecutive values of a row,
 //    16 bytes, for both steps); weights and inputs use the same order;
@@ -483,7 +484,9 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
   cp_wait<0>();     // gemm_prime's copies are of gemm_t's first unit: not used here
   __syncwarp();
   for (int u = blockIdx.x; u < tiles * passes; u += gridDim.x) {
-    const int tile = u % tiles, m0 = u / tiles * PASS, mrows = min(PASS, M - m0);
+    // A tile's passes go to consecutive blocks: they stream its weights at
+    // about the same time, so HBM gives them once and L2 the rest.
+    const int tile = u / passes, m0 = u % passes * PASS, mrows = min(PASS, M - m0);
     const int rlo = tile * kGemmRows + warp * 16 + g;
     const __nv_bfloat16 *xrow = xs + (size_t)g * pitch + 8 * q;
     // One stream over the tile's groups 0..G (the ring's stage of group j
