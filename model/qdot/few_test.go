@@ -115,21 +115,25 @@ func TestMulFew(t *testing.T) {
 	}
 }
 
-// FuzzMulFew feeds arbitrary bytes to MulFew as rows and as activations
-// (any float32 bits): Dot's bits for every row and input.
+// FuzzMulFew feeds arbitrary bytes to MulFew, for each type of
+// fewTypes32, as rows and as activations (any float32 bits): Dot's bits
+// for every row and input, for 1 to 8 inputs, 1 to 8 blocks, 1 to 40
+// rows.
 func FuzzMulFew(f *testing.F) {
-	f.Add(byte(0), []byte{1, 2, 3, 4, 5, 6, 7, 8})
-	f.Add(byte(7), []byte{0xff, 0x7f, 0x80, 0x00, 0x7c, 0x00, 0xfc, 0x01})
-	f.Add(byte(3), make([]byte, 300))
-	f.Fuzz(func(t *testing.T, shape byte, data []byte) {
+	f.Add(byte(0), byte(0), []byte{1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add(byte(30), byte(7), []byte{0xff, 0x7f, 0x80, 0x00, 0x7c, 0x00, 0xfc, 0x01})
+	f.Add(byte(1), byte(3), make([]byte, 300))
+	f.Add(byte(17), byte(60), []byte{0x00, 0x7c, 0xff, 0xff, 0x10, 0x80, 0x01, 0xfe, 0x3c})
+	f.Fuzz(func(t *testing.T, which, shape byte, data []byte) {
 		if len(data) == 0 {
 			return
 		}
-		k := For(gguf.TypeQ8_0)
+		k := For(fewTypes32[int(which)%len(fewTypes32)])
+		rows := 1 + int(which)/len(fewTypes32)%40
 		n := 1 + int(shape)%FewInputs
-		nb := 1 + int(shape)/FewInputs%4
-		rows := 16 + int(shape)/32
-		w := make([]byte, rows*nb*34)
+		nb := 1 + int(shape)/FewInputs%8
+		rb := nb * k.bytes
+		w := make([]byte, rows*rb)
 		for i := range w {
 			w[i] = data[i%len(data)]
 		}
@@ -151,9 +155,9 @@ func FuzzMulFew(f *testing.F) {
 		k.MulFew(out, rows, w, acts, &fw)
 		for tk := range n {
 			for r := range rows {
-				want := k.goDot(w[r*nb*34:(r+1)*nb*34], &acts[tk])
+				want := k.goDot(w[r*rb:(r+1)*rb], &acts[tk])
 				if got := out[tk*rows+r]; !sameFloat(got, want) {
-					t.Fatalf("row %d input %d of %d: %g (%#x), Go %g (%#x)", r, tk, n, got, math.Float32bits(got), want, math.Float32bits(want))
+					t.Fatalf("%s: row %d input %d of %d: %g (%#x), Go %g (%#x)", k.Weight, r, tk, n, got, math.Float32bits(got), want, math.Float32bits(want))
 				}
 			}
 		}
