@@ -42,33 +42,37 @@ const fewRows = 16
 // c), row r's result for input t to out + t·ldo + r·rs (bytes) for t < n.
 type fewKernel func(w *byte, ldw uintptr, nb int, xq *byte, xd *float32, xc *int32, out *float32, ldo uintptr, rs uintptr, n int)
 
-// Few is 1 to FewInputs inputs quantized to Q8_0, laid out for MulFew.
-// The kernels take 1, 2, 4 or 8 inputs; a Few of another count is padded
-// with inputs of zeros, whose results are not stored.
+// Few is 1 to FewInputs inputs quantized to Q8_0 or Q8_K, laid out for
+// MulFew. The kernels take 1, 2, 4 or 8 inputs; a Few of another count is
+// padded with inputs of zeros, whose results are not stored.
 type Few struct {
 	n, np, nb int
-	// For block b and input t of np: q[(b·np+t)·32 + i] is quant i of
-	// the input's block, d[b·np+t] its scale, c[b·np+t] = -128·Σ quants,
-	// and c5[(b·np+t)·8 + l] = -16·Σ of quants 4l..4l+3 (the Q5_0
+	act       gguf.Type // the inputs' type
+	// Q8_0: for block b and input t of np: q[(b·np+t)·32 + i] is quant
+	// i of the input's block, d[b·np+t] its scale, c[b·np+t] = -128·Σ
+	// quants, and c5[(b·np+t)·8 + l] = -16·Σ of quants 4l..4l+3 (the Q5_0
 	// kernels' corrections for the offset of 16 of Q5_0's q5).
 	q  []int8
 	d  []float32
 	c  []int32
 	c5 []int32
+	k  fewK // Q8_K (few_k.go); d holds the super-blocks' scales
 }
 
 // Len is the inputs in f.
 func (f *Few) Len() int { return f.n }
 
-// Set lays out acts, 1 to FewInputs inputs quantized to Q8_0, all of one
-// length. Anything else is a bug of the caller: it panics.
+// Set lays out acts, 1 to FewInputs inputs quantized to Q8_0 or Q8_K,
+// all of one type and length. Anything else is a bug of the caller: it
+// panics.
 func (f *Few) Set(acts []Acts) {
-	n := q8Inputs(acts, FewInputs, "few")
-	np := 1
-	for np < len(acts) {
-		np *= 2
+	if len(acts) >= 1 && len(acts) <= FewInputs && acts[0].typ == gguf.TypeQ8_K {
+		f.setK(acts)
+		return
 	}
-	f.n, f.np, f.nb = len(acts), np, n/32
+	n := q8Inputs(acts, FewInputs, "few")
+	np := fewPadded(len(acts))
+	f.n, f.np, f.nb, f.act = len(acts), np, n/32, gguf.TypeQ8_0
 	f.q = grow(f.q, f.nb*np*32)
 	f.d = grow(f.d, f.nb*np)
 	f.c = grow(f.c, f.nb*np)
@@ -93,51 +97,72 @@ func (f *Few) Set(acts []Acts) {
 	}
 }
 
-// fewType is the few-input kernels of one weight type.
+// fewPadded is the inputs the kernels take for n: 1, 2, 4 or 8.
+func fewPadded(n int) int {
+	np := 1
+	for np < n {
+		np *= 2
+	}
+	return np
+}
+
+// fewType is the few-input kernels of one weight type: tiles of rows
+// (tile), or runs of adjacent rows that the kernel walks itself (span).
 type fewType struct {
 	// rows is the rows of a tile for a Few of np inputs, by fewIndex[np].
 	rows [4]int
 	// tile runs the kernel for f on the rows of a tile at w, ldw bytes
 	// apart: Dot(row r, input t) to out[t·ldo] + r·rs bytes.
 	tile func(f *Few, w *byte, ldw uintptr, out []float32, ldo int, rs uintptr)
+	// span runs the kernel for f on rows adjacent rows at w, rb bytes
+	// each: Dot(row r, input t) to out[t·ldo + r].
+	span func(f *Few, w *byte, rb uintptr, rows int, out []float32, ldo int)
 }
 
 // HasFew reports whether MulFew runs a kernel of its own for k in this
-// process: Q8_0 or Q5_0 weights on a CPU with AVX-512 VNNI (fewTypes);
-// otherwise it loops over Dot.
+// process: Q8_0, Q5_0, Q4_K or Q6_K weights on a CPU with AVX-512 VNNI
+// (fewTypes); otherwise it loops over Dot.
 func (k *Kernel) HasFew() bool { return useVNNI && fewTypes[k.Weight] != nil }
 
 // MulFew sets out[t*ldo + r] to Dot(row r of w, acts[t]) for the rows of
 // w (whole rows of the inputs' length) and the inputs acts, which f holds
-// (Set with acts): Dot's bits. k's activations must be Q8_0.
+// (Set with acts, quantized to k.Act): Dot's bits.
 func (k *Kernel) MulFew(out []float32, ldo int, w []byte, acts []Acts, f *Few) {
 	rb := f.nb * k.bytes
-	if k.Act != gguf.TypeQ8_0 || k.block != 32 || f.n != len(acts) || rb == 0 || len(w)%rb != 0 {
-		panic(fmt.Sprintf("qdot: %s rows of %d bytes against %d inputs in a few of %d × %d blocks", k.Weight, len(w), len(acts), f.n, f.nb))
+	if k.Act != f.act || f.n != len(acts) || rb == 0 || len(w)%rb != 0 {
+		panic(fmt.Sprintf("qdot: %s rows of %d bytes against %d inputs in a few of %d × %d %s blocks", k.Weight, len(w), len(acts), f.n, f.nb, f.act))
 	}
 	rows := len(w) / rb
 	if len(out) < (f.n-1)*ldo+rows {
 		panic(fmt.Sprintf("qdot: output of %d for %d rows × %d inputs at stride %d", len(out), rows, f.n, ldo))
 	}
-	tiles, tr := 0, 0
-	if ft := fewTypes[k.Weight]; useVNNI && ft != nil {
-		tr = ft.rows[fewIndex[f.np]]
-		tiles = rows / tr
-		// Tile i takes rows i, i+step, i+2·step, …: tr long streams for
-		// the prefetcher, not tr short ones (adjacent rows ran Q8_0's
-		// 16 at a quarter of the speed), while the lanes' output offsets
-		// fit the scatter's int32 indices.
-		step := tiles
-		if fewAdjacent || (tr-1)*4*tiles > math.MaxInt32 {
-			step = 1
+	ft := fewTypes[k.Weight]
+	if !useVNNI || ft == nil {
+		for t := range acts {
+			k.DotRows(out[t*ldo:t*ldo+rows], w, &acts[t])
 		}
-		for i := range tiles {
-			r := i
-			if step == 1 {
-				r = i * tr
-			}
-			ft.tile(f, &w[r*rb], uintptr(step*rb), out[r:], ldo, uintptr(4*step))
+		return
+	}
+	if ft.span != nil {
+		ft.span(f, &w[0], uintptr(rb), rows, out, ldo)
+		return
+	}
+	tr := ft.rows[fewIndex[f.np]]
+	tiles := rows / tr
+	// Tile i takes rows i, i+step, i+2·step, …: tr long streams for the
+	// prefetcher, not tr short ones (adjacent rows ran Q8_0's 16 at a
+	// quarter of the speed), while the lanes' output offsets fit the
+	// scatter's int32 indices.
+	step := tiles
+	if fewAdjacent || (tr-1)*4*tiles > math.MaxInt32 {
+		step = 1
+	}
+	for i := range tiles {
+		r := i
+		if step == 1 {
+			r = i * tr
 		}
+		ft.tile(f, &w[r*rb], uintptr(step*rb), out[r:], ldo, uintptr(4*step))
 	}
 	for t := range acts {
 		k.DotRows(out[t*ldo+tiles*tr:t*ldo+rows], w[tiles*tr*rb:], &acts[t])

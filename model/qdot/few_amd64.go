@@ -38,6 +38,9 @@ var fewTypes = map[gguf.Type]*fewType{
 	// Q5_0 (few_q5_amd64.s): two rows to a vector, 8, 4 and 2 rows for
 	// 1, 2 and 4 inputs (what the registers hold), 8 inputs as twice 4.
 	gguf.TypeQ5_0: {rows: [4]int{4, 4, 2, 2}, tile: q50FewTile},
+	// Q4_K, Q6_K (few_k_amd64.s): a row at a time.
+	gguf.TypeQ4_K: {span: kFewSpan([3]kFewKernel{q4kFew1VNNI, q4kFew2VNNI, q4kFew4VNNI}, false)},
+	gguf.TypeQ6_K: {span: kFewSpan([3]kFewKernel{q6kFew1VNNI, q6kFew2VNNI, q6kFew4VNNI}, true)},
 }
 
 // q50FewTile is fewType.tile of Q5_0.
@@ -51,6 +54,61 @@ func q50FewTile(f *Few, w *byte, ldw uintptr, out []float32, ldo int, rs uintptr
 	default:
 		for t := 0; t < f.n; t += 4 {
 			q50Few4VNNI(w, ldw, f.nb, (*byte)(unsafe.Pointer(&f.q[32*t])), &f.c5[8*t], &f.d[t], f.np, &out[t*ldo], uintptr(4*ldo), rs, min(4, f.n-t))
+		}
+	}
+}
+
+// The K-quant kernels (few_k_amd64.s): rows adjacent rows at w, ldw bytes
+// apart, of nb super-blocks against 1, 2 or 4 inputs of a Few.
+
+//go:noescape
+func q4kFew1VNNI(w *byte, ldw uintptr, rows int, nb int, xq *byte, xc *byte, xd *float32, np int, out *float32, ldo uintptr, n int)
+
+//go:noescape
+func q4kFew2VNNI(w *byte, ldw uintptr, rows int, nb int, xq *byte, xc *byte, xd *float32, np int, out *float32, ldo uintptr, n int)
+
+//go:noescape
+func q4kFew4VNNI(w *byte, ldw uintptr, rows int, nb int, xq *byte, xc *byte, xd *float32, np int, out *float32, ldo uintptr, n int)
+
+//go:noescape
+func q6kFew1VNNI(w *byte, ldw uintptr, rows int, nb int, xq *byte, xc *byte, xd *float32, np int, out *float32, ldo uintptr, n int)
+
+//go:noescape
+func q6kFew2VNNI(w *byte, ldw uintptr, rows int, nb int, xq *byte, xc *byte, xd *float32, np int, out *float32, ldo uintptr, n int)
+
+//go:noescape
+func q6kFew4VNNI(w *byte, ldw uintptr, rows int, nb int, xq *byte, xc *byte, xd *float32, np int, out *float32, ldo uintptr, n int)
+
+// kFewKernel is a K-quant kernel.
+type kFewKernel func(w *byte, ldw uintptr, rows int, nb int, xq *byte, xc *byte, xd *float32, np int, out *float32, ldo uintptr, n int)
+
+// kFewChunk is the rows a K-quant kernel takes at a time when a Few holds
+// more than four inputs, so that the rows are still in cache for the
+// second four.
+const kFewChunk = 16
+
+// kFewSpan is fewType.span of a K-quant type: its kernels by inputs (1,
+// 2, 4), its inputs' xc (the Q6_K corrections or the Q4_K sub-block
+// sums) and that's bytes an input.
+func kFewSpan(kerns [3]kFewKernel, q6 bool) func(f *Few, w *byte, rb uintptr, rows int, out []float32, ldo int) {
+	return func(f *Few, w *byte, rb uintptr, rows int, out []float32, ldo int) {
+		xc := func(t int) *byte { return (*byte)(unsafe.Pointer(&f.k.m[8*t])) }
+		if q6 {
+			xc = func(t int) *byte { return (*byte)(unsafe.Pointer(&f.k.c[128*t])) }
+		}
+		xq := func(t int) *byte { return (*byte)(unsafe.Pointer(&f.k.q[256*t])) }
+		switch f.np {
+		case 1, 2:
+			kerns[f.np-1](w, rb, rows, f.nb, xq(0), xc(0), &f.d[0], f.np, &out[0], uintptr(4*ldo), f.n)
+		case 4:
+			kerns[2](w, rb, rows, f.nb, xq(0), xc(0), &f.d[0], f.np, &out[0], uintptr(4*ldo), f.n)
+		default:
+			for r := 0; r < rows; r += kFewChunk {
+				nr := min(kFewChunk, rows-r)
+				wr := (*byte)(unsafe.Add(unsafe.Pointer(w), uintptr(r)*rb))
+				kerns[2](wr, rb, nr, f.nb, xq(0), xc(0), &f.d[0], f.np, &out[r], uintptr(4*ldo), 4)
+				kerns[2](wr, rb, nr, f.nb, xq(4), xc(4), &f.d[4], f.np, &out[4*ldo+r], uintptr(4*ldo), f.n-4)
+			}
 		}
 	}
 }

@@ -10,8 +10,12 @@ import (
 	"ringlm/gguf"
 )
 
-// fewTypes32 are the types of the few-input kernels against Q8_0 inputs.
-var fewTypes32 = []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ5_0}
+// fewTestTypes are the types of the few-input kernels: Q8_0 and Q5_0
+// against Q8_0 inputs, Q4_K and Q6_K against Q8_K.
+var fewTestTypes = []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ5_0, gguf.TypeQ4_K, gguf.TypeQ6_K}
+
+// fewScales are the offsets of the F16 scales in a block of each type.
+var fewScales = map[gguf.Type][]int{gguf.TypeQ8_0: {0}, gguf.TypeQ5_0: {0}, gguf.TypeQ4_K: {0, 2}, gguf.TypeQ6_K: {208}}
 
 // checkProduct holds mul, a product of k's rows w (of cols elements) with
 // n random inputs (non-finite values among them if bad), to Dot bit for
@@ -76,29 +80,37 @@ func checkFew(t *testing.T, rng *rand.Rand, k *Kernel, what string, w []byte, co
 	})
 }
 
-// TestMulFew, for each type of fewTypes32: 1 to FewInputs inputs (every
-// padding of the kernels' 1, 2, 4 and 8), row counts around the tiles
-// (16 rows for Q8_0; 8, 4 and 2 for Q5_0) and their multiples, rows in
-// strided and adjacent tiles, widths with every count of blocks mod 4,
-// inputs with infinities and NaNs, and rows whose scales run through
-// every F16 pattern (subnormal, huge, infinite, NaN) and whose quants
-// take every byte.
+// TestMulFew, for each type of fewTestTypes: 1 to FewInputs inputs
+// (every padding of the kernels' 1, 2, 4 and 8), row counts around the
+// tiles (16 rows for Q8_0; 4 and 2 for Q5_0; the K-quants' chunks of 16
+// rows for 8 inputs) and their multiples, rows in strided and adjacent
+// tiles, widths with every count of blocks mod 4 (Q5_0) and 1 to 3 and 19
+// super-blocks, inputs with infinities and NaNs, and rows whose scales
+// run through every F16 pattern (subnormal, huge, infinite, NaN) and
+// whose quants take every byte.
 func TestMulFew(t *testing.T) {
 	t.Logf("few-input kernels: %v", useVNNI)
 	rng := rand.New(rand.NewPCG(61, 62))
-	for _, typ := range fewTypes32 {
+	for _, typ := range fewTestTypes {
 		k := For(typ)
 		if useVNNI && !k.HasFew() {
 			t.Errorf("%s: no few-input kernel", typ)
 		}
+		widths := []int{32, 64, 96, 128, 256, 896}
+		if k.block == 256 {
+			widths = []int{256, 512, 768, 4864}
+		}
 		for _, adjacent := range []bool{false, true} {
 			fewAdjacent = adjacent
-			for _, cols := range []int{32, 64, 96, 128, 256, 896} {
+			for _, cols := range widths {
 				for _, rows := range []int{1, 2, 3, 7, 8, 9, 15, 16, 17, 33, 48, 70} {
+					if cols > 1024 && rows > 17 {
+						continue
+					}
 					for n := 1; n <= FewInputs; n++ {
 						bad := n%3 == 0
 						what := fmt.Sprintf("random, adjacent %v, non-finite inputs %v", adjacent, bad)
-						checkFew(t, rng, k, what, randBlocks(rng, typ, rows*cols/32), cols, n, bad)
+						checkFew(t, rng, k, what, randBlocks(rng, typ, rows*cols/k.block), cols, n, bad)
 					}
 				}
 			}
@@ -106,19 +118,25 @@ func TestMulFew(t *testing.T) {
 		fewAdjacent = false
 		w := randBlocks(rng, typ, 1<<16)
 		for b := range 1 << 16 {
-			binary.LittleEndian.PutUint16(w[k.bytes*b:], uint16(b))
-			w[k.bytes*b+2+b%(k.bytes-2)] = byte(b >> 5)
+			for i, o := range fewScales[typ] {
+				binary.LittleEndian.PutUint16(w[k.bytes*b+o:], uint16(b)+uint16(i)*0x1234)
+			}
+			w[k.bytes*b+4+b%(k.bytes-6)] = byte(b >> 5)
+		}
+		cols := 256
+		if k.block == 256 {
+			cols = 512
 		}
 		for _, n := range []int{1, 2, 3, 4, 8} {
-			checkFew(t, rng, k, "every scale", w, 256, n, false)
+			checkFew(t, rng, k, "every scale", w, cols, n, false)
 		}
 	}
 }
 
 // FuzzMulFew feeds arbitrary bytes to MulFew, for each type of
-// fewTypes32, as rows and as activations (any float32 bits): Dot's bits
-// for every row and input, for 1 to 8 inputs, 1 to 8 blocks, 1 to 40
-// rows.
+// fewTestTypes, as rows and as activations (any float32 bits): Dot's bits
+// for every row and input, for 1 to 8 inputs, 1 to 8 blocks (1 to 3
+// super-blocks), 1 to 40 rows.
 func FuzzMulFew(f *testing.F) {
 	f.Add(byte(0), byte(0), []byte{1, 2, 3, 4, 5, 6, 7, 8})
 	f.Add(byte(30), byte(7), []byte{0xff, 0x7f, 0x80, 0x00, 0x7c, 0x00, 0xfc, 0x01})
@@ -128,10 +146,13 @@ func FuzzMulFew(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		k := For(fewTypes32[int(which)%len(fewTypes32)])
-		rows := 1 + int(which)/len(fewTypes32)%40
+		k := For(fewTestTypes[int(which)%len(fewTestTypes)])
+		rows := 1 + int(which)/len(fewTestTypes)%40
 		n := 1 + int(shape)%FewInputs
 		nb := 1 + int(shape)/FewInputs%8
+		if k.block == 256 {
+			nb = 1 + nb%3
+		}
 		rb := nb * k.bytes
 		w := make([]byte, rows*rb)
 		for i := range w {
@@ -139,7 +160,7 @@ func FuzzMulFew(f *testing.F) {
 		}
 		acts := make([]Acts, n)
 		for tk := range acts {
-			x := make([]float32, nb*32)
+			x := make([]float32, nb*k.block)
 			for i := range x {
 				var b [4]byte
 				for j := range b {
@@ -147,7 +168,7 @@ func FuzzMulFew(f *testing.F) {
 				}
 				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
 			}
-			acts[tk].Quantize(gguf.TypeQ8_0, x)
+			acts[tk].Quantize(k.Act, x)
 		}
 		var fw Few
 		fw.Set(acts)
@@ -164,28 +185,33 @@ func FuzzMulFew(f *testing.F) {
 	})
 }
 
-// BenchmarkMulFew times a 4864×896 matrix of each type of fewTypes32
-// against 1 to 8 inputs, one core, the rows cycling through about 64 MiB
-// (from memory, as in a decode step) or a 256-row matrix staying in L2
-// (the kernels' own speed): MulFew, the same with adjacent rows in a
-// tile, MulBatch (for Q8_0 its lone batch; Q5_0's kernel from 5 inputs,
-// DotRows below), and DotRows per input.
+// BenchmarkMulFew times a matrix of each type of fewTestTypes against 1
+// to 8 inputs, one core: 4864×896 (Qwen2.5-0.5B's ffn_up), 896×4864 for
+// the K-quants (its ffn_down), the rows cycling through about 64 MiB
+// (from memory, as in a decode step) or a matrix of about 256 KiB
+// staying in L2 (the kernels' own speed): MulFew, the same with adjacent
+// rows in a tile, MulBatch (for Q8_0 its lone batch; the others' kernels
+// from 5 or 6 inputs, DotRows below), and DotRows per input.
 func BenchmarkMulFew(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	const cols = 896
-	for _, typ := range fewTypes32 {
+	for _, typ := range fewTestTypes {
 		k := For(typ)
+		rows, cols := 4864, 896
+		if k.block == 256 {
+			rows, cols = 896, 4864
+		}
+		mb := rows * cols / k.block * k.bytes
 		for _, src := range []struct {
 			name       string
 			rows, mats int
-		}{{"mem", 4864, (64 << 20) / (4864 * cols / 32 * k.bytes)}, {"l2", 256, 1}} {
+		}{{"mem", rows, (64 << 20) / mb}, {"l2", rows * (256 << 10) / mb, 1}} {
 			rows := src.rows
-			mb := rows * cols / 32 * k.bytes
-			w := randBlocks(rng, typ, src.mats*rows*cols/32)
+			mb := rows * cols / k.block * k.bytes
+			w := randBlocks(rng, typ, src.mats*rows*cols/k.block)
 			for _, n := range []int{1, 2, 4, 8} {
 				acts := make([]Acts, n)
 				for i := range acts {
-					acts[i].Quantize(gguf.TypeQ8_0, randActs(rng, cols))
+					acts[i].Quantize(k.Act, randActs(rng, cols))
 				}
 				out := make([]float32, n*rows)
 				var f Few
