@@ -8,10 +8,10 @@ import (
 	"ringlm/gguf"
 )
 
-// Products of Q8_0 rows with a few inputs (a decode step of one to eight
-// sequences), on a CPU with AVX-512 VNNI: each result is Dot's, bit for
-// bit, but a kernel computes 16 rows at once, the vector lanes being the
-// rows. The kernel of MulBatch makes its lanes the inputs, which leaves
+// Products of quantized rows with a few inputs (a decode step of one to
+// eight sequences), on a CPU with AVX-512 VNNI: each result is Dot's, bit
+// for bit. For Q8_0 rows a kernel computes 16 rows at once, the vector
+// lanes being the rows. The kernel of MulBatch makes its lanes the inputs, which leaves
 // most of them idle below 16 inputs; here each block of the 16 rows is
 // transposed in registers (row r in lane r, one register per 4-byte group
 // of the block) and each input's 4-byte group is broadcast against it,
@@ -29,7 +29,10 @@ import (
 // unsigned against the input's signed quants, and the eight lane sums
 // are converted and fused-multiply-added as Dot does them. One input
 // takes four rows a tile, a row to a vector; two and four inputs two
-// rows to a 512-bit vector, the decoding shared by the inputs.
+// rows to a 512-bit vector, the decoding shared by the inputs. Q4_K and
+// Q6_K rows (a Q4_K_M model's ffn_down) have kernels against Q8_K inputs
+// (few_k.go), a row at a time, its super-block decoded once for every
+// input.
 
 // FewInputs is the most inputs a Few holds.
 const FewInputs = 8

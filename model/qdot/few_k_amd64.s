@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "kscales_amd64.h"
 
 // The Q4_K and Q6_K kernels of few_k.go (AVX-512 F/BW/VL and VNNI): rows
 // against 1, 2 or 4 Q8_K inputs, one row at a time, its super-block in
@@ -124,30 +125,7 @@ GLOBL kperm<>(SB), RODATA|NOPTR, $32
 // K4SCALES: Y5, Y6, X7 from the row's scales (scaleMinK4); clobbers AX,
 // BX, R9-R12.
 #define K4SCALES \
-	MOVL 4(R8), AX; \
-	MOVL 8(R8), BX; \
-	MOVL 12(R8), R9; \
-	MOVL AX, R10; \
-	ANDL $0x3f3f3f3f, R10; \
-	MOVL R9, R11; \
-	ANDL $0x0f0f0f0f, R11; \
-	MOVL AX, R12; \
-	SHRL $6, R12; \
-	ANDL $0x03030303, R12; \
-	SHLL $4, R12; \
-	ORL R12, R11; \
-	MOVL BX, R12; \
-	ANDL $0x3f3f3f3f, R12; \
-	SHRL $4, R9; \
-	ANDL $0x0f0f0f0f, R9; \
-	SHRL $6, BX; \
-	ANDL $0x03030303, BX; \
-	SHLL $4, BX; \
-	ORL BX, R9; \
-	SHLQ $32, R11; \
-	ORQ R11, R10; \
-	SHLQ $32, R9; \
-	ORQ R9, R12; \
+	K4SCALEBYTES(R8); \
 	VMOVQ R10, X5; \
 	VPMOVZXBW X5, X5; \
 	VPUNPCKHWD X5, X5, X6; \

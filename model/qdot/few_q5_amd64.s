@@ -118,8 +118,9 @@ GLOBL q5shift<>(SB), RODATA|NOPTR, $64
 	PREFETCHT0 320 a
 
 // FOLD(A0, A1, A2, A3, T): A0 = Dot's sum of the four accumulators of a
-// pair of rows, row a's in lane 0, row b's in lane 8: v = (A0+A1)+(A2+A3)
-// per lane, then ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)) in each half.
+// pair of rows, row a's in lane 0, row b's in lane 8 (or of one row in a
+// 256-bit vector, in lane 0): v = (A0+A1)+(A2+A3) per lane, then
+// ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)) in each row's eight lanes.
 #define FOLD(A0, A1, A2, A3, T) \
 	VADDPS A1, A0, A0; \
 	VADDPS A3, A2, A2; \
@@ -146,6 +147,41 @@ GLOBL q5shift<>(SB), RODATA|NOPTR, $64
 	LEAQ (BX)(R12*4), R9
 
 #define ZERO4(a, b, c, d) VPXORD a, a, a; VPXORD b, b, b; VPXORD c, c, c; VPXORD d, d, d
+
+// Q5LOOP(PF, B0, B1, B2, B3, group, tail, done): the blocks of a kernel,
+// Z16-Z31 zeroed first: groups of four (B0-B3 the blocks at 0, 22, 44,
+// 66 of a group, PF its prefetches), then the 0-3 blocks left (B0-B2).
+#define Q5LOOP(PF, B0, B1, B2, B3, group, tail, done) \
+	ZERO4(Z16, Z17, Z18, Z19); \
+	ZERO4(Z20, Z21, Z22, Z23); \
+	ZERO4(Z24, Z25, Z26, Z27); \
+	ZERO4(Z28, Z29, Z30, Z31); \
+	TESTQ BX, BX; \
+	JZ    tail; \
+group: \
+	PF; \
+	B0; \
+	B1; \
+	B2; \
+	B3; \
+	ADDQ $88, R8; \
+	DECQ BX; \
+	JNZ  group; \
+tail: \
+	TESTQ CX, CX; \
+	JZ    done; \
+	B0; \
+	CMPQ  CX, $2; \
+	JLT   done; \
+	B1; \
+	CMPQ  CX, $3; \
+	JLT   done; \
+	B2; \
+done:
+
+// PF4, PF2: the prefetches of four rows and of two.
+#define PF2 PREFETCH((R8)); PREFETCH((R8)(R12*1))
+#define PF4 PF2; PREFETCH((R8)(R12*2)); PREFETCH((R8)(R13*1))
 
 // ------------------------------------------------------------ 1 input
 //
@@ -195,18 +231,10 @@ GLOBL q5shift<>(SB), RODATA|NOPTR, $64
 	Q5ROW(Y12, (R8)(R13*1), o, Y7, K4, Y8, a3); \
 	NEXTIN
 
-// FOLD1(A0, A1, A2, A3, T): X of A0 lane 0 = Dot's sum of one row's four
-// accumulators, as FOLD in 256 bits.
-#define FOLD1(A0, A1, A2, A3, T) \
-	VADDPS A1, A0, A0; \
-	VADDPS A3, A2, A2; \
-	VADDPS A2, A0, A0; \
-	VSHUFF32X4 $1, A0, A0, T; \
-	VADDPS T, A0, A0; \
-	VPERMILPS $0x4e, A0, T; \
-	VADDPS T, A0, A0; \
-	VPERMILPS $0xb1, A0, T; \
-	VADDPS T, A0, A0
+#define B10 BLOCK1(0, Y16, Y17, Y18, Y19)
+#define B11 BLOCK1(22, Y20, Y21, Y22, Y23)
+#define B12 BLOCK1(44, Y24, Y25, Y26, Y27)
+#define B13 BLOCK1(66, Y28, Y29, Y30, Y31)
 
 // func q50Few1VNNI(w *byte, ldw uintptr, nb int, xq *byte, xc *int32, xd *float32, np int, out *float32, ldo uintptr, rs uintptr, n int)
 TEXT ·q50Few1VNNI(SB), NOSPLIT, $0-88
@@ -218,42 +246,11 @@ TEXT ·q50Few1VNNI(SB), NOSPLIT, $0-88
 	VPBROADCASTD AX, Y11
 	MOVL $3, AX
 	VPBROADCASTD AX, Y12
-	ZERO4(Z16, Z17, Z18, Z19)
-	ZERO4(Z20, Z21, Z22, Z23)
-	ZERO4(Z24, Z25, Z26, Z27)
-	ZERO4(Z28, Z29, Z30, Z31)
-	TESTQ BX, BX
-	JZ    tail1
-
-group1:
-	PREFETCH((R8))
-	PREFETCH((R8)(R12*1))
-	PREFETCH((R8)(R12*2))
-	PREFETCH((R8)(R13*1))
-	BLOCK1(0, Y16, Y17, Y18, Y19)
-	BLOCK1(22, Y20, Y21, Y22, Y23)
-	BLOCK1(44, Y24, Y25, Y26, Y27)
-	BLOCK1(66, Y28, Y29, Y30, Y31)
-	ADDQ $88, R8
-	DECQ BX
-	JNZ  group1
-
-tail1:
-	TESTQ CX, CX
-	JZ    fold1
-	BLOCK1(0, Y16, Y17, Y18, Y19)
-	CMPQ  CX, $2
-	JLT   fold1
-	BLOCK1(22, Y20, Y21, Y22, Y23)
-	CMPQ  CX, $3
-	JLT   fold1
-	BLOCK1(44, Y24, Y25, Y26, Y27)
-
-fold1:
-	FOLD1(Y16, Y20, Y24, Y28, Y0)
-	FOLD1(Y17, Y21, Y25, Y29, Y1)
-	FOLD1(Y18, Y22, Y26, Y30, Y2)
-	FOLD1(Y19, Y23, Y27, Y31, Y3)
+	Q5LOOP(PF4, B10, B11, B12, B13, group1, tail1, fold1)
+	FOLD(Y16, Y20, Y24, Y28, Y0)
+	FOLD(Y17, Y21, Y25, Y29, Y1)
+	FOLD(Y18, Y22, Y26, Y30, Y2)
+	FOLD(Y19, Y23, Y27, Y31, Y3)
 	OUTARGS
 	VMOVSS X16, (BX)
 	VMOVSS X17, (BX)(R12*1)
@@ -283,41 +280,15 @@ fold1:
 	Q5IN(1, Z9, Z10, Z13, Z14, Z11, Z12, d); \
 	NEXTIN
 
+#define B20 BLOCK2(0, Z16, Z17, Z24, Z25)
+#define B21 BLOCK2(22, Z18, Z19, Z26, Z27)
+#define B22 BLOCK2(44, Z20, Z21, Z28, Z29)
+#define B23 BLOCK2(66, Z22, Z23, Z30, Z31)
+
 // func q50Few2VNNI(w *byte, ldw uintptr, nb int, xq *byte, xc *int32, xd *float32, np int, out *float32, ldo uintptr, rs uintptr, n int)
 TEXT ·q50Few2VNNI(SB), NOSPLIT, $0-88
 	Q5ARGS
-	ZERO4(Z16, Z17, Z18, Z19)
-	ZERO4(Z20, Z21, Z22, Z23)
-	ZERO4(Z24, Z25, Z26, Z27)
-	ZERO4(Z28, Z29, Z30, Z31)
-	TESTQ BX, BX
-	JZ    tail2
-
-group2:
-	PREFETCH((R8))
-	PREFETCH((R8)(R12*1))
-	PREFETCH((R8)(R12*2))
-	PREFETCH((R8)(R13*1))
-	BLOCK2(0, Z16, Z17, Z24, Z25)
-	BLOCK2(22, Z18, Z19, Z26, Z27)
-	BLOCK2(44, Z20, Z21, Z28, Z29)
-	BLOCK2(66, Z22, Z23, Z30, Z31)
-	ADDQ $88, R8
-	DECQ BX
-	JNZ  group2
-
-tail2:
-	TESTQ CX, CX
-	JZ    fold2
-	BLOCK2(0, Z16, Z17, Z24, Z25)
-	CMPQ  CX, $2
-	JLT   fold2
-	BLOCK2(22, Z18, Z19, Z26, Z27)
-	CMPQ  CX, $3
-	JLT   fold2
-	BLOCK2(44, Z20, Z21, Z28, Z29)
-
-fold2:
+	Q5LOOP(PF4, B20, B21, B22, B23, group2, tail2, fold2)
 	FOLD(Z16, Z18, Z20, Z22, Z0)
 	FOLD(Z17, Z19, Z21, Z23, Z1)
 	FOLD(Z24, Z26, Z28, Z30, Z2)
@@ -350,6 +321,11 @@ fold2:
 	Q5INM(3, Z5, Z6, Z14, Z7, Z8, d); \
 	NEXTIN
 
+#define B40 BLOCK4(0, Z16, Z20, Z24, Z28)
+#define B41 BLOCK4(22, Z17, Z21, Z25, Z29)
+#define B42 BLOCK4(44, Z18, Z22, Z26, Z30)
+#define B43 BLOCK4(66, Z19, Z23, Z27, Z31)
+
 // STOREIF(t, Z, X): input t's results (rows 0 and 1) if n > t; BX moves
 // to input t+1's.
 #define STOREIF(t, Z, X) \
@@ -361,36 +337,7 @@ fold2:
 // func q50Few4VNNI(w *byte, ldw uintptr, nb int, xq *byte, xc *int32, xd *float32, np int, out *float32, ldo uintptr, rs uintptr, n int)
 TEXT ·q50Few4VNNI(SB), NOSPLIT, $0-88
 	Q5ARGS
-	ZERO4(Z16, Z17, Z18, Z19)
-	ZERO4(Z20, Z21, Z22, Z23)
-	ZERO4(Z24, Z25, Z26, Z27)
-	ZERO4(Z28, Z29, Z30, Z31)
-	TESTQ BX, BX
-	JZ    tail4
-
-group4:
-	PREFETCH((R8))
-	PREFETCH((R8)(R12*1))
-	BLOCK4(0, Z16, Z20, Z24, Z28)
-	BLOCK4(22, Z17, Z21, Z25, Z29)
-	BLOCK4(44, Z18, Z22, Z26, Z30)
-	BLOCK4(66, Z19, Z23, Z27, Z31)
-	ADDQ $88, R8
-	DECQ BX
-	JNZ  group4
-
-tail4:
-	TESTQ CX, CX
-	JZ    fold4
-	BLOCK4(0, Z16, Z20, Z24, Z28)
-	CMPQ  CX, $2
-	JLT   fold4
-	BLOCK4(22, Z17, Z21, Z25, Z29)
-	CMPQ  CX, $3
-	JLT   fold4
-	BLOCK4(44, Z18, Z22, Z26, Z30)
-
-fold4:
+	Q5LOOP(PF2, B40, B41, B42, B43, group4, tail4, fold4)
 	FOLD(Z16, Z17, Z18, Z19, Z0)
 	FOLD(Z20, Z21, Z22, Z23, Z1)
 	FOLD(Z24, Z25, Z26, Z27, Z2)
