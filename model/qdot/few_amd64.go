@@ -35,8 +35,9 @@ func q50Few4VNNI(w *byte, ldw uintptr, nb int, xq *byte, xc *int32, xd *float32,
 // fewTypes are the weight types with few-input kernels (few.go).
 var fewTypes = map[gguf.Type]*fewType{
 	gguf.TypeQ8_0: {rows: [4]int{fewRows, fewRows, fewRows, fewRows}, tile: q8FewTile},
-	// Q5_0 (few_q5_amd64.s): two rows to a vector, 8, 4 and 2 rows for
-	// 1, 2 and 4 inputs (what the registers hold), 8 inputs as twice 4.
+	// Q5_0 (few_q5_amd64.s): 1 input four rows a tile, a row to a 256-bit
+	// vector; 2 and 4 inputs four and two rows, two to a 512-bit vector
+	// (what the registers hold); 8 inputs as twice 4.
 	gguf.TypeQ5_0: {rows: [4]int{4, 4, 2, 2}, tile: q50FewTile},
 	// Q4_K, Q6_K (few_k_amd64.s): a row at a time.
 	gguf.TypeQ4_K: {span: kFewSpan([3]kFewKernel{q4kFew1VNNI, q4kFew2VNNI, q4kFew4VNNI}, false)},
@@ -87,9 +88,9 @@ type kFewKernel func(w *byte, ldw uintptr, rows int, nb int, xq *byte, xc *byte,
 // second four.
 const kFewChunk = 16
 
-// kFewSpan is fewType.span of a K-quant type: its kernels by inputs (1,
-// 2, 4), its inputs' xc (the Q6_K corrections or the Q4_K sub-block
-// sums) and that's bytes an input.
+// kFewSpan is fewType.span of a K-quant type with the kernels kerns (1,
+// 2 and 4 inputs); q6 says that they take the Q6_K corrections as xc,
+// else the Q4_K sub-block sums.
 func kFewSpan(kerns [3]kFewKernel, q6 bool) func(f *Few, w *byte, rb uintptr, rows int, out []float32, ldo int) {
 	return func(f *Few, w *byte, rb uintptr, rows int, out []float32, ldo int) {
 		xc := func(t int) *byte { return (*byte)(unsafe.Pointer(&f.k.m[8*t])) }
@@ -97,18 +98,15 @@ func kFewSpan(kerns [3]kFewKernel, q6 bool) func(f *Few, w *byte, rb uintptr, ro
 			xc = func(t int) *byte { return (*byte)(unsafe.Pointer(&f.k.c[128*t])) }
 		}
 		xq := func(t int) *byte { return (*byte)(unsafe.Pointer(&f.k.q[256*t])) }
-		switch f.np {
-		case 1, 2:
-			kerns[f.np-1](w, rb, rows, f.nb, xq(0), xc(0), &f.d[0], f.np, &out[0], uintptr(4*ldo), f.n)
-		case 4:
-			kerns[2](w, rb, rows, f.nb, xq(0), xc(0), &f.d[0], f.np, &out[0], uintptr(4*ldo), f.n)
-		default:
-			for r := 0; r < rows; r += kFewChunk {
-				nr := min(kFewChunk, rows-r)
-				wr := (*byte)(unsafe.Add(unsafe.Pointer(w), uintptr(r)*rb))
-				kerns[2](wr, rb, nr, f.nb, xq(0), xc(0), &f.d[0], f.np, &out[r], uintptr(4*ldo), 4)
-				kerns[2](wr, rb, nr, f.nb, xq(4), xc(4), &f.d[4], f.np, &out[4*ldo+r], uintptr(4*ldo), f.n-4)
-			}
+		if f.np <= 4 {
+			kerns[fewIndex[f.np]](w, rb, rows, f.nb, xq(0), xc(0), &f.d[0], f.np, &out[0], uintptr(4*ldo), f.n)
+			return
+		}
+		for r := 0; r < rows; r += kFewChunk {
+			nr := min(kFewChunk, rows-r)
+			wr := (*byte)(unsafe.Add(unsafe.Pointer(w), uintptr(r)*rb))
+			kerns[2](wr, rb, nr, f.nb, xq(0), xc(0), &f.d[0], f.np, &out[r], uintptr(4*ldo), 4)
+			kerns[2](wr, rb, nr, f.nb, xq(4), xc(4), &f.d[4], f.np, &out[4*ldo+r], uintptr(4*ldo), f.n-4)
 		}
 	}
 }
