@@ -208,7 +208,7 @@ func (p *pool) matmulInt8(x []float32, n int, ps []product, rows []int) {
 		})
 		return
 	}
-	if kern.Batched() {
+	if kern.BatchPays(n) {
 		const g = qdot.BatchInputs
 		groups := (n + g - 1) / g
 		if len(ab.b) < groups {

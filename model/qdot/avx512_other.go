@@ -2,5 +2,10 @@
 
 package qdot
 
+import "ringlm/gguf"
+
 // No AVX-512 kernels here: useVNNI is false, so MulFew loops over Dot.
-var fewKernels [4]fewKernel
+var (
+	fewKernels [4]fewKernel
+	fewTypes   map[gguf.Type]*fewType
+)

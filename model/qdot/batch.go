@@ -119,6 +119,17 @@ func (k *Kernel) Batched() bool {
 	return useVNNI && (k.Weight == gguf.TypeQ8_0 || batchKernels[k.Weight] != nil)
 }
 
+// BatchPays reports whether MulBatch runs its kernel for n inputs (a
+// lone batch of a type with prepared rows runs DotRows below the inputs
+// that pay for the preparation), so that a caller need not lay out
+// batches that MulBatch would not read.
+func (k *Kernel) BatchPays(n int) bool {
+	if bk := batchKernels[k.Weight]; bk != nil && n < bk.minInputs {
+		return false
+	}
+	return k.Batched()
+}
+
 // MulBatch sets out[t*ldo + r] to Dot(row r of w, acts[t]) for the rows
 // of w (whole rows of the inputs' length) and the inputs acts, which the
 // batches bts hold in order (Set with acts[0:16], acts[16:32], …): Dot's

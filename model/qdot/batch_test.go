@@ -176,3 +176,46 @@ func BenchmarkMulBatch(b *testing.B) {
 		}
 	}
 }
+
+// TestBatchPays: where BatchPays says no, MulBatch gives Dot's bits
+// without reading its batches (here laid out from other inputs), so a
+// caller may skip laying them out; where it says yes, a type has a
+// kernel (Batched).
+func TestBatchPays(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 72))
+	const cols, rows = 512, 13
+	for _, typ := range Types() {
+		k := For(typ)
+		w := randBlocks(rng, typ, rows*blocksFor(typ, cols))
+		rb := len(w) / rows
+		for n := 1; n <= BatchInputs; n++ {
+			if k.BatchPays(n) {
+				if !k.Batched() {
+					t.Errorf("%s: BatchPays(%d) without a batch kernel", typ, n)
+				}
+				continue
+			}
+			acts, other := make([]Acts, n), make([]Acts, n)
+			for i := range acts {
+				acts[i].Quantize(k.Act, randActs(rng, cols))
+				other[i].Quantize(k.Act, randActs(rng, cols))
+			}
+			var bt [1]Batch
+			if k.Act == gguf.TypeQ8_0 || k.Act == gguf.TypeQ8_K {
+				bt[0].Set(other)
+			} else {
+				bt[0] = Batch{n: n, nb: cols / 32, act: k.Act} // no layout of Q8_1
+			}
+			out := make([]float32, n*rows)
+			var s BatchScratch
+			k.MulBatch(out, rows, w, acts, bt[:], &s)
+			for tk := range n {
+				for r := range rows {
+					if want := k.Dot(w[r*rb:(r+1)*rb], &acts[tk]); !sameFloat(out[tk*rows+r], want) {
+						t.Fatalf("%s n=%d: row %d input %d = %g, Dot %g", typ, n, r, tk, out[tk*rows+r], want)
+					}
+				}
+			}
+		}
+	}
+}

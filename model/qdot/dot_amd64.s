@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "kscales_amd64.h"
 
 // AVX2 integer dot products; see qdot.go for what each computes. The
 // integer parts are exact whatever the grouping; the float parts follow
@@ -593,30 +594,7 @@ TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
 // (dword g = the pair of scales of sub-blocks 2g, 2g+1) and the mins as
 // int16 in X8. Clobbers AX, BX, R9-R12.
 #define K4SCALES \
-	MOVL 4(SI), AX; \
-	MOVL 8(SI), BX; \
-	MOVL 12(SI), R9; \
-	MOVL AX, R10; \
-	ANDL $0x3f3f3f3f, R10; \
-	MOVL R9, R11; \
-	ANDL $0x0f0f0f0f, R11; \
-	MOVL AX, R12; \
-	SHRL $6, R12; \
-	ANDL $0x03030303, R12; \
-	SHLL $4, R12; \
-	ORL R12, R11; \
-	MOVL BX, R12; \
-	ANDL $0x3f3f3f3f, R12; \
-	SHRL $4, R9; \
-	ANDL $0x0f0f0f0f, R9; \
-	SHRL $6, BX; \
-	ANDL $0x03030303, BX; \
-	SHLL $4, BX; \
-	ORL BX, R9; \
-	SHLQ $32, R11; \
-	ORQ R11, R10; \
-	SHLQ $32, R9; \
-	ORQ R9, R12; \
+	K4SCALEBYTES(SI); \
 	VMOVQ R10, X9; \
 	VPMOVZXBW X9, X9; \
 	VINSERTI128 $1, X9, Y9, Y9; \

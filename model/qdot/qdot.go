@@ -30,9 +30,10 @@
 // bits; for Q8_0 on a CPU with AVX-512 VNNI they run a kernel of 12 rows
 // × 16 inputs whose vector lanes are the inputs, and for Q4_0, Q5_0,
 // Q4_K, Q5_K and Q6_K kernels of the same kind on rows decoded first
-// (batch_k.go). Products with one to eight Q8_0 inputs (MulFew, few.go: a
-// decode step) run a kernel of 16 rows whose lanes are the rows, also
-// Dot's bits. With AVX-512 the activations are quantized sixteen at a
+// (batch_k.go). Products with one to eight inputs (MulFew, few.go: a
+// decode step) run a kernel of 16 rows whose lanes are the rows for Q8_0
+// weights, and kernels of rows decoded in registers once for all the
+// inputs for Q5_0, Q4_K and Q6_K, also Dot's bits. With AVX-512 the activations are quantized sixteen at a
 // time (acts_amd64.s).
 //
 // What is not here: the weight formats' own dequantization and
