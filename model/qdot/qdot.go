@@ -33,8 +33,8 @@
 // (batch_k.go). Products with one to eight inputs (MulFew, few.go: a
 // decode step) run a kernel of 16 rows whose lanes are the rows for Q8_0
 // weights, and kernels of rows decoded in registers once for all the
-// inputs for Q5_0, Q4_K and Q6_K, also Dot's bits. With AVX-512 the activations are quantized sixteen at a
-// time (acts_amd64.s).
+// inputs for Q5_0, Q4_K and Q6_K, also Dot's bits. With AVX-512 the
+// activations are quantized sixteen at a time (acts_amd64.s).
 //
 // What is not here: the weight formats' own dequantization and
 // quantization (package quant), and the float path for F32/F16/BF16 and for
