@@ -29,7 +29,7 @@
 //    tile, found with an atomic counter per tile and pass, for one row;
 //    by the whole grid after a barrier for more, mma.cuh kSpreadM); or,
 //    when a product has enough (tile, pass) pairs of many rows to fill
-//    the grid, a block takes all of a tile's chunks for one pass and adds
+//    (7/8 of) the grid, a block takes all of a tile's chunks for one pass and adds
 //    their sums in chunk order itself (gemm_whole_t: the same operations,
 //    no partial sums in global memory).
 //
@@ -451,7 +451,10 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
 
 // gemm_whole_t is gemm_t's product (passes of kPass rows) in whole-K
 // units, for a matrix of several chunks when M is large enough that its
-// (tile, pass) pairs fill the grid (gemm_whole_ok): a block takes a tile's
+// (tile, pass) pairs fill 7/8 of the grid or more (gemm_whole_ok; gate/up
+// of a 128-token step: 128 units on 132 blocks, a 128-token prefill 5.80
+// → 4.86 ms, bench/logs/issue15-round30-whole-7-8.log; at 1/6 of the grid
+// 32 blocks could not do the arithmetic 132 share, round 29): a block takes a tile's
 // rows of one pass over every chunk, streaming the tile's weights once
 // (across the chunks' boundaries), each chunk's accumulation from zero
 // exactly as gemm_t's loop does it, and adds the chunks' sums in chunk
@@ -464,7 +467,7 @@ __host__ __device__ constexpr size_t gemm_whole_smem() {
 }
 __device__ __forceinline__ bool gemm_whole_ok(const DMat &W, int M, size_t cap) {
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
-  return W.nk > 1 && M > kPass && tiles * passes >= (int)gridDim.x && gemm_whole_smem() <= cap - kRingBytes;
+  return W.nk > 1 && M > kPass && tiles * passes * 8 >= (int)gridDim.x * 7 && gemm_whole_smem() <= cap - kRingBytes;
 }
 template <int TY, class Epi>
 __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,
