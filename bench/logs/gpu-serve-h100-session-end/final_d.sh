@@ -1,5 +1,5 @@
 #!/bin/bash
-# issue 15 final (this session): the peer table with an nvcc 11.8 library of the committed source (final.so), then HTTP 128 in / 128 out with the default slots (256 on CUDA)
+# issue 15 final (this session): the peer table with an nvcc 11.8 library of the committed source (final.so: 01878de), then HTTP 128 in / 128 out with the default slots (256 on CUDA)
 set -u
 R=$PWD; export RINGLM_CUDA_LIB=$R/.carry/lib/final.so
 mkdir -p /tmp/bin && gunzip -c .carry/ringlm.gz > /tmp/bin/ringlm && gunzip -c .carry/cuda.test.gz > /tmp/bin/cuda.test && chmod +x /tmp/bin/*
