@@ -92,10 +92,16 @@ func q8Inputs(acts []Acts, most int, what string) int {
 	if len(acts) < 1 || len(acts) > most {
 		panic(fmt.Sprintf("qdot: a %s of %d inputs", what, len(acts)))
 	}
+	return sameInputs(acts, gguf.TypeQ8_0, what)
+}
+
+// sameInputs returns the length of acts' inputs, all of type typ and one
+// length; anything else is a bug of the caller (what: its name): it panics.
+func sameInputs(acts []Acts, typ gguf.Type, what string) int {
 	n := acts[0].n
 	for i := range acts {
-		if acts[i].typ != gguf.TypeQ8_0 || acts[i].n != n {
-			panic(fmt.Sprintf("qdot: %s input %d is %d %s activations, input 0 %d Q8_0", what, i, acts[i].n, acts[i].typ, n))
+		if acts[i].typ != typ || acts[i].n != n {
+			panic(fmt.Sprintf("qdot: %s input %d is %d %s activations, input 0 %d %s", what, i, acts[i].n, acts[i].typ, n, typ))
 		}
 	}
 	return n

@@ -2,7 +2,6 @@ package qdot
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"ringlm/gguf"
 )
@@ -169,12 +168,7 @@ type kBatch struct {
 
 // setK lays out Q8_K inputs in bt.k.
 func (bt *Batch) setK(acts []Acts) {
-	n := acts[0].n
-	for i := range acts {
-		if acts[i].typ != gguf.TypeQ8_K || acts[i].n != n {
-			panic(fmt.Sprintf("qdot: batch input %d is %d %s activations, input 0 %d Q8_K", i, acts[i].n, acts[i].typ, n))
-		}
-	}
+	n := sameInputs(acts, gguf.TypeQ8_K, "batch")
 	nb := n / 256
 	bt.n, bt.nb, bt.act = len(acts), nb, gguf.TypeQ8_K
 	kb := &bt.k

@@ -1,10 +1,6 @@
 package qdot
 
-import (
-	"fmt"
-
-	"ringlm/gguf"
-)
+import "ringlm/gguf"
 
 // Products of Q4_K and Q6_K rows with a few Q8_K inputs (few_k_amd64.s):
 // Dot's eight-lane order (kquants.go), a row at a time in a 256-bit
@@ -33,12 +29,7 @@ type fewK struct {
 
 // setK is Set for Q8_K inputs.
 func (f *Few) setK(acts []Acts) {
-	n := acts[0].n
-	for i := range acts {
-		if acts[i].typ != gguf.TypeQ8_K || acts[i].n != n {
-			panic(fmt.Sprintf("qdot: few input %d is %d %s activations, input 0 %d Q8_K", i, acts[i].n, acts[i].typ, n))
-		}
-	}
+	n := sameInputs(acts, gguf.TypeQ8_K, "few")
 	np := fewPadded(len(acts))
 	f.n, f.np, f.nb, f.act = len(acts), np, n/256, gguf.TypeQ8_K
 	k := &f.k
