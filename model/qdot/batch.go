@@ -160,7 +160,7 @@ func (k *Kernel) MulBatch(out []float32, ldo int, w []byte, acts []Acts, bts []B
 	if len(out) < (n-1)*ldo+rows {
 		panic(fmt.Sprintf("qdot: output of %d for %d rows × %d inputs at stride %d", len(out), rows, n, ldo))
 	}
-	if !k.Batched() {
+	if !k.BatchPays(n) {
 		for t := range acts {
 			k.DotRows(out[t*ldo:t*ldo+rows], w, &acts[t])
 		}

@@ -72,14 +72,9 @@ type batchKernel struct {
 	run func(p *byte, ldp uintptr, nb int, bt *Batch, out *float32, ldo uintptr, mask uint16, tmp *float32)
 }
 
-// mul is MulBatch for k, bk's type, once the arguments are checked.
+// mul is MulBatch for k, bk's type, once the arguments are checked and
+// the inputs are enough to pay for the preparation (BatchPays).
 func (bk *batchKernel) mul(k *Kernel, out []float32, ldo int, w []byte, rows int, acts []Acts, bts []Batch, s *kScratch) {
-	if len(acts) < bk.minInputs {
-		for t := range acts {
-			k.DotRows(out[t*ldo:t*ldo+rows], w, &acts[t])
-		}
-		return
-	}
 	nb := bts[0].nb
 	rb := len(w) / rows
 	ldp := nb * bk.rec
