@@ -70,8 +70,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
                d.prof[5] / n / 1e3, d.prof[6] / n / 1e3, d.prof[7] / n / 1e3, d.prof[8] / n / 1e3);
         for (int k = 0; k < 2; k++)
           printf("ringlm cuda profile: products of %s rows, block 0, µs/step: staging %.1f weight loop %.1f sums+epilogue %.1f spread barrier %.1f spread sums %.1f\n",
-                 k ? "many" : "few", d.gprof[k][0] / n / 1e3, d.gprof[k][1] / n / 1e3, d.gprof[k][2] / n / 1e3, d.gprof[k][4] / n / 1e3,
-                 d.gprof[k][3] / n / 1e3);
+                 k ? "many" : "few", d.gprof[k][0] / n / 1e3, d.gprof[k][1] / n / 1e3, d.gprof[k][2] / n / 1e3, d.gprof[k][3] / n / 1e3,
+                 d.gprof[k][4] / n / 1e3);
       }
       break;
     }

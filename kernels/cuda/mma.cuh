@@ -29,9 +29,9 @@
 //    tile, found with an atomic counter per tile and pass, for one row;
 //    by the whole grid after a barrier for more, mma.cuh kSpreadM); or,
 //    when a product has enough (tile, pass) pairs of many rows to fill
-//    (7/8 of) the grid, a block takes all of a tile's chunks for one pass and adds
-//    their sums in chunk order itself (gemm_whole_t: the same operations,
-//    no partial sums in global memory).
+//    7/8 of the grid, a block takes all of a tile's chunks for one pass
+//    and adds their sums in chunk order itself (gemm_whole_t: the same
+//    operations, no partial sums in global memory).
 //
 // So an output element is the same sequence of operations whatever M is,
 // wherever its row sits in the step and whichever block computes it: the
@@ -437,7 +437,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
   cp_wait<0>();
   if (!spread) return;
   cg::this_grid().sync();
-  clk.lap(4);
+  clk.lap(3);
   const size_t total = (size_t)tiles * M * kPairs;
   for (size_t e = (size_t)blockIdx.x * kThreads + threadIdx.x; e < total; e += (size_t)gridDim.x * kThreads) {
     const int p = (int)(e % kPairs), t = (int)(e / kPairs % M), tile = (int)(e / kPairs / M);
@@ -446,16 +446,16 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
     chunk_sum(s.part, nk, (size_t)M * npad, (size_t)t * npad + n, lo, hi);
     epi(t, n, lo, hi);
   }
-  clk.lap(3);
+  clk.lap(4);
 }
 
 // gemm_whole_t is gemm_t's product (passes of kPass rows) in whole-K
 // units, for a matrix of several chunks when M is large enough that its
 // (tile, pass) pairs fill 7/8 of the grid or more (gemm_whole_ok; gate/up
 // of a 128-token step: 128 units on 132 blocks, a 128-token prefill 5.80
-// → 4.86 ms, bench/logs/issue15-round30-whole-7-8.log; at 1/6 of the grid
-// 32 blocks could not do the arithmetic 132 share, round 29): a block takes a tile's
-// rows of one pass over every chunk, streaming the tile's weights once
+// → 4.86 ms, bench/logs/issue15-round30-whole-7-8.log; at 1/6 of the
+// grid, 32 blocks could not do the arithmetic 132 share, round 29): a
+// block takes a tile's rows of one pass over every chunk, streaming the tile's weights once
 // (across the chunks' boundaries), each chunk's accumulation from zero
 // exactly as gemm_t's loop does it, and adds the chunks' sums in chunk
 // order from zero (chunk_sum's order) in shared memory, after the staged

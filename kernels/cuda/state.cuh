@@ -126,8 +126,8 @@ struct Dev {
   unsigned long long prof[12], prof_last;
   // and, inside the products (mma.cuh), block 0's time in their parts:
   // input staging, the weight loop, the chunk sums and epilogues, the
-  // grid barrier of a spread product and its sums after it (parts 4 and 3), per
-  // product shape (few rows, many).
+  // grid barrier of a spread product and its sums after it, per product
+  // shape (few rows, many).
   unsigned long long gprof[2][5];
   unsigned long long trap_step, steps_seen;  // fault injection (rlm_opts.trap_step): trap on that STEP
 };
