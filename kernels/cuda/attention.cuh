@@ -4,6 +4,7 @@
 // the cache (online softmax over chunks of 32 positions, folded in a fixed
 // order).
 #include "gemv.cuh"
+#include "norm_rope.cuh"
 
 namespace {
 
@@ -208,7 +209,10 @@ __device__ void phase_attn(Dev &d, int layer, float *sh) {
 #pragma unroll
     for (int k = 0; k < 4; k++) {
       const int dd = lane + 32 * k;
-      if (dd < hd) d.att[(size_t)t * qd + h * hd + dd] = acc[k] * inv;
+      if (dd >= hd) continue;
+      const float v = acc[k] * inv;
+      if (d.mma && d.n_tok > kFuseNorm) d.ab[(size_t)t * qd + h * hd + dd] = __float2bfloat16_rn(v);  // as the product stages it
+      else d.att[(size_t)t * qd + h * hd + dd] = v;
     }
     __syncwarp();
   }

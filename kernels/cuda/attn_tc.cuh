@@ -98,10 +98,13 @@ template <int HD> struct AttnRun {
 
 // The lane's row i (0: g, 1: g + 8) of U in base: d.q (its Q) or d.att
 // (its result).
-template <int HD> __device__ __forceinline__ float *attn_row(const Dev &d, const AttnUnit<HD> &U, int i, float *base) {
+template <int HD> __device__ __forceinline__ size_t attn_row_at(const Dev &d, const AttnUnit<HD> &U, int i) {
   const int r = (threadIdx.x & 31) / 4 + 8 * i, group = d.n_head / d.n_kv;
   const int head = U.kvh * group + U.sub * d.a_hpt + r % d.a_hpt;
-  return base + (size_t)(U.t0 + r / d.a_hpt) * (d.n_head * HD) + head * HD;
+  return (size_t)(U.t0 + r / d.a_hpt) * (d.n_head * HD) + head * HD;
+}
+template <int HD> __device__ __forceinline__ float *attn_row(const Dev &d, const AttnUnit<HD> &U, int i, float *base) {
+  return base + attn_row_at(d, U, i);
 }
 
 template <int HD> __device__ __forceinline__ void attn_unit(const Dev &d, int u, AttnUnit<HD> &U) {
@@ -274,17 +277,23 @@ template <int HD> __device__ __forceinline__ void attn_run_init(AttnRun<HD> &R) 
     for (int e = 0; e < 4; e++) R.o[j][e] = 0.f;
 }
 
-// O / l into d.att for the lane's rows.
+// O / l into d.att for the lane's rows; for a tensor-core output
+// projection of more than kSmallM rows, into d.ab as it stages them (BF16,
+// rounded once).
 template <int HD> __device__ __forceinline__ void attn_write(Dev &d, const AttnUnit<HD> &U, const AttnRun<HD> &R) {
   const int c = threadIdx.x & 3;
+  const bool b16 = d.mma && d.n_tok > kSmallM;
 #pragma unroll
   for (int i = 0; i < 2; i++) {
     if (U.pos[i] < 0) continue;
     const float inv = __frcp_rn(R.l[i]);
-    float *out = attn_row(d, U, i, d.att) + 2 * c;
+    const size_t at = attn_row_at(d, U, i) + 2 * c;
 #pragma unroll
-    for (int j = 0; j < HD / 8; j++)
-      *reinterpret_cast<float2 *>(out + 8 * j) = make_float2(__fmul_rn(R.o[j][2 * i], inv), __fmul_rn(R.o[j][2 * i + 1], inv));
+    for (int j = 0; j < HD / 8; j++) {
+      const float v0 = __fmul_rn(R.o[j][2 * i], inv), v1 = __fmul_rn(R.o[j][2 * i + 1], inv);
+      if (b16) *reinterpret_cast<unsigned *>(d.ab + at + 8 * j) = pack_bf16(v0, v1);
+      else *reinterpret_cast<float2 *>(d.att + at + 8 * j) = make_float2(v0, v1);
+    }
   }
 }
 

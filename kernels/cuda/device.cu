@@ -86,10 +86,16 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
       grid.sync();
       prof_mark(d, 1);
       const MPhase mp{shq, rcap, GemmScratch{d.gpart, d.gcnt, d.profile ? &d.gprof[0][0] : nullptr}};
+      // With the tensor-core products of more than kSmallM (= kFuseNorm)
+      // rows, the norm phase (of its own then) also writes the normalised
+      // rows in BF16, and attention and gate/up write their outputs in BF16
+      // (d.ab, d.hb): each product's blocks copy their inputs as they stage
+      // them.
+      __nv_bfloat16 *const xb = d.mma ? d.xb : nullptr;
       for (int l = 0; l < d.n_layer; l++) {
         const DLayer &L = d.layers[l];
-        const float *inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
-        const In xn{d.x, d.dim, L.attn_norm, inv, nullptr};
+        const float *inv = norm_factors(d, d.x, T, nullptr, sinv, shd, L.attn_norm, xb);
+        const In xn = T > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, L.attn_norm, inv);
         if (d.mma) {
           mphase_qkv(d, L, l, xn, mp);
           gemm_prime(L.o, shq, rcap);
@@ -100,22 +106,22 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
         else phase_attn(d, l, shq);
         grid.sync();
         prof_mark(d, 3);
-        const In att{d.att, d.n_head * d.hd, nullptr, nullptr, nullptr};
+        const In att = T > kSmallM && d.mma ? in_bf16(d.ab, d.n_head * d.hd) : in_f32(d.att, d.n_head * d.hd);
         if (d.mma) {
           mphase_residual(d, L.o, att, mp);
           gemm_prime(L.gu, shq, rcap);
         } else phase_residual(d, L.o, stage(att, T, d.n_head * d.hd, shq, smem_cap), spart);
         grid.sync();
         prof_mark(d, 4);
-        inv = norm_factors(d, d.x, T, nullptr, sinv, shd);
-        const In fn{d.x, d.dim, L.ffn_norm, inv, nullptr};
+        inv = norm_factors(d, d.x, T, nullptr, sinv, shd, L.ffn_norm, xb);
+        const In fn = T > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, L.ffn_norm, inv);
         if (d.mma) {
           mphase_ffn_up(d, L, fn, mp);
           gemm_prime(L.down, shq, rcap);
         } else phase_ffn_up(d, L, stage(fn, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 5);
-        const In h{d.h, d.ffn, nullptr, nullptr, nullptr};
+        const In h = T > kSmallM && d.mma ? in_bf16(d.hb, d.ffn) : in_f32(d.h, d.ffn);
         if (d.mma) {
           mphase_residual(d, L.down, h, mp);
           if (l + 1 < d.n_layer) gemm_prime(d.layers[l + 1].qkv, shq, rcap);
@@ -125,8 +131,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
         prof_mark(d, 6);
       }
       if (R > 0) {
-        const float *inv = norm_factors(d, d.x, R, d.r_tok, sinv, shd);
-        const In xo{d.x, d.dim, d.out_norm, inv, d.r_tok};
+        const float *inv = norm_factors(d, d.x, R, d.r_tok, sinv, shd, d.out_norm, xb);
+        const In xo = R > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, d.out_norm, inv, d.r_tok);
         if (d.mma) mphase_head(d, xo, mp, sbest, sfin);
         else phase_head(d, stage(xo, R, d.dim, shq, smem_cap), sbest, sfin);
         grid.sync();

@@ -9,12 +9,15 @@
 
 namespace {
 
-__global__ void __launch_bounds__(kThreads, 1) gemm_check(DMat W, const float *X, int M, GemmScratch s, float *Y,
-                                                           size_t cap) {
+// XB set: the inputs as BF16 rows already (in_bf16), as the persistent
+// kernel's phases hand them over from attention, gate/up and a norm phase
+// at more than kSmallM rows.
+__global__ void __launch_bounds__(kThreads, 1) gemm_check(DMat W, const float *X, const __nv_bfloat16 *XB, int M,
+                                                           GemmScratch s, float *Y, size_t cap) {
   extern __shared__ __align__(16) float gsm[];
   const int N = W.rows;
   gemm_prime(W, gsm, cap);
-  gemm(W, In{X, W.cols, nullptr, nullptr, nullptr}, M, gsm, cap, s, [=](int t, int n, float v0, float v1) {
+  gemm(W, XB && M > kSmallM ? in_bf16(XB, W.cols) : in_f32(X, W.cols), M, gsm, cap, s, [=](int t, int n, float v0, float v1) {
     if (n < N) Y[(size_t)t * N + n] = v0;
     if (n + 8 < N) Y[(size_t)t * N + n + 8] = v1;
   });
@@ -36,9 +39,10 @@ extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X,
   const size_t tiles = (N + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
   float *dx = nullptr, *dy = nullptr, *dpart = nullptr;
   int *dcnt = nullptr;
-  __nv_bfloat16 *dw = nullptr;
+  __nv_bfloat16 *dw = nullptr, *dxb = nullptr;
   auto bail = [&]() {
     cudaFree(dx);
+    cudaFree(dxb);
     cudaFree(dy);
     cudaFree(dw);
     cudaFree(dpart);
@@ -53,6 +57,12 @@ extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X,
   CKR(cudaMalloc(&dcnt, sizeof(int) * passes * tiles), bail());
   CKR(cudaMemset(dcnt, 0, sizeof(int) * passes * tiles), bail());
   CKR(cudaMemcpy(dx, X, sizeof(float) * (size_t)M * K, cudaMemcpyHostToDevice), bail());
+  {  // the same inputs rounded to BF16 on the host
+    std::vector<__nv_bfloat16> xb((size_t)M * K);
+    for (size_t i = 0; i < xb.size(); i++) xb[i] = __float2bfloat16_rn(X[i]);
+    CKR(cudaMalloc(&dxb, 2 * xb.size()), bail());
+    CKR(cudaMemcpy(dxb, xb.data(), 2 * xb.size(), cudaMemcpyHostToDevice), bail());
+  }
   {  // the product's packed order, as rlm_create uploads the phases' matrices
     const std::vector<uint8_t> rowmajor(reinterpret_cast<const uint8_t *>(W), reinterpret_cast<const uint8_t *>(W) + 2 * (size_t)N * K);
     const std::vector<uint8_t> packed = pack_tiles(rowmajor, N, K, 2);
@@ -68,10 +78,27 @@ extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X,
   size_t capv = cap;
   DMat dmv = dm;
   GemmScratch gsv = gs;
-  void *args[] = {&dmv, &dx, &m, &gsv, &y, &capv};
+  const __nv_bfloat16 *xbv = nullptr;
+  void *args[] = {&dmv, &dx, &xbv, &m, &gsv, &y, &capv};
   auto launch = [&]() { return cudaLaunchCooperativeKernel((void *)gemm_check, dim3(sms), dim3(kThreads), args, cap, 0); };
-  CKR(launch(), bail());  // warm-up, and the answer
+  CKR(launch(), bail());  // warm-up, and the answer from float inputs
   CKR(cudaDeviceSynchronize(), bail());
+  // From BF16 inputs (copied as they are staged), the same bits; this path
+  // is the one timed.
+  std::vector<float> yf((size_t)M * N), yb((size_t)M * N);
+  CKR(cudaMemcpy(yf.data(), dy, sizeof(float) * yf.size(), cudaMemcpyDeviceToHost), bail());
+  CKR(cudaMemset(dy, 0xff, sizeof(float) * yf.size()), bail());
+  xbv = dxb;
+  CKR(launch(), bail());
+  CKR(cudaDeviceSynchronize(), bail());
+  CKR(cudaMemcpy(yb.data(), dy, sizeof(float) * yb.size(), cudaMemcpyDeviceToHost), bail());
+  for (size_t i = 0; i < yf.size(); i++)
+    if (memcmp(&yf[i], &yb[i], 4) != 0) {
+      seterr(err, errlen, "rlm_test_gemm: output (%zu, %zu) is %g from float inputs, %g from the same inputs in BF16", i / N,
+             i % N, (double)yf[i], (double)yb[i]);
+      bail();
+      return -1;
+    }
   if (iters > 0) {
     cudaEvent_t a, b;
     CKR(cudaEventCreate(&a), bail());
@@ -86,7 +113,7 @@ extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X,
     cudaEventDestroy(a);
     cudaEventDestroy(b);
   }
-  CKR(cudaMemcpy(Y, dy, sizeof(float) * (size_t)M * N, cudaMemcpyDeviceToHost), bail());
+  memcpy(Y, yf.data(), sizeof(float) * yf.size());
   bail();
   return 0;
 }

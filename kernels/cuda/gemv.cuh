@@ -12,13 +12,39 @@ constexpr int kG = 4;          // 16-byte weight chunks a lane loads before usin
 
 // An input of a matrix-vector phase: row t is x + (map ? map[t] : t) * ld;
 // with g set, the value used is g[c] * (x[c] * inv[t]) (RMSNorm on the fly,
-// the same float operations as the CPU's normalised copy).
+// the same float operations as the CPU's normalised copy). The tensor-core
+// products of more than kSmallM rows (mma.cuh) may get the rows already as
+// they stage them instead (in_bf16): with bf16 set, row t is b + t * ld,
+// normalised and rounded once by the phase that wrote it with the same
+// operations (norm_factors, attention, the gate/up epilogue), and g, inv
+// and map are not read.
 struct In {
-  const float *x;
+  union {
+    const float *x;
+    const __nv_bfloat16 *b;
+  };
   int ld;
+  bool bf16;
   const float *g, *inv;
   const int *map;
 };
+__device__ __forceinline__ In in_f32(const float *x, int ld, const float *g = nullptr, const float *inv = nullptr,
+                                     const int *map = nullptr) {
+  In in;
+  in.x = x;
+  in.ld = ld;
+  in.bf16 = false;
+  in.g = g;
+  in.inv = inv;
+  in.map = map;
+  return in;
+}
+__device__ __forceinline__ In in_bf16(const __nv_bfloat16 *b, int ld) {
+  In in = in_f32(nullptr, ld);
+  in.b = b;
+  in.bf16 = true;
+  return in;
+}
 
 __device__ __forceinline__ uint4 ldw8(const void *p) {
   uint4 v = make_uint4(0, 0, 0, 0);
@@ -194,7 +220,7 @@ __device__ In stage(const In &in, int T, int cols, float *smem, size_t cap) {
     }
   }
   __syncthreads();
-  return In{smem, cols, nullptr, nullptr, nullptr};
+  return in_f32(smem, cols);
 }
 
 // The sampler's order keys (sample.cuh), used by the LM-head phase.

@@ -468,9 +468,15 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   DALLOC(d.q, float, (size_t)T * qd);
   DALLOC(d.att, float, (size_t)T * qd);
   DALLOC(d.h, float, (size_t)T * d.ffn);
+  if (d.mma) {  // the products' inputs in BF16 above 16 rows (state.cuh)
+    DALLOC(d.xb, __nv_bfloat16, (size_t)max(T, d.slots) * d.dim);
+    DALLOC(d.ab, __nv_bfloat16, (size_t)T * qd);
+    DALLOC(d.hb, __nv_bfloat16, (size_t)T * d.ffn);
+  }
   DALLOC(d.t_slot, int, T);
   DALLOC(d.t_pos, int, T);
   DALLOC(d.t_id, int, T);
+  DALLOC(d.t_kv, size_t, T);
   DALLOC(d.a_tile, int, T);
   // Warp groups' chunk partials of wide heads (attn_part: up to 64 they stay in shared memory).
   if (d.attn_tc && d.hd > 64) DALLOC(d.apart, float, (size_t)grid * kWarps * attn_part_floats(d.hd));

@@ -41,32 +41,43 @@ __device__ void mphase_qkv(Dev &d, const DLayer &L, int layer, const In &in, con
     }
     const bool isv = pr.r0 >= qd + kvd;
     const int rr0 = pr.r0 - qd - (isv ? kvd : 0), rr1 = pr.r1 - qd - (isv ? kvd : 0);
-    const int pos = d.t_pos[t], slot = d.t_slot[t];
-    const int blk = d.btab[slot * d.max_bpb + pos / d.bs];
+    // ((((layer · blocks + blk) · n_kv + kv head) · bs + pos % bs) · hd, with
+    // the token's part (blk, pos) from the embedding phase: one load here
+    // instead of three dependent ones (t_pos, t_slot, then btab).
     __half *cache = isv ? d.vcache : d.kcache;
-    const size_t base = ((((size_t)layer * d.num_blocks + blk) * d.n_kv + rr0 / d.hd) * d.bs + pos % d.bs) * d.hd;
+    const size_t base = (((size_t)layer * d.num_blocks * d.n_kv + rr0 / d.hd) * d.bs) * d.hd + d.t_kv[t];
     cache[base + rr0 % d.hd] = __float2half_rn(v0);
     cache[base + rr1 % d.hd] = __float2half_rn(v1);
   });
 }
 
-// x[t][n] += W[n] · in[t] (the output and down projections).
+// x[t][n] += W[n] · in[t] (the output and down projections). Each element
+// has one writer in the phase, so the addition is a reduction sent to
+// memory (red.global.add.f32: one rounding to nearest, as x + y) and the
+// thread does not wait a round trip for x before its next output (a
+// 2048-token prefill 36.2 → 34.8 ms with t_kv below,
+// bench/logs/issue15-round32-epilogue.log). Float atomics on global memory
+// flush subnormal values (below 1.2e-38) to zero where the CPU keeps them:
+// far below the closeness the GPU is held to, and the same in every batch.
 __device__ void mphase_residual(Dev &d, const DMat &W, const In &in, const MPhase &mp) {
   gemm(W, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float v0, float v1) {
     float *x = d.x + (size_t)t * d.dim;
-    if (n < W.rows) x[n] += v0;
-    if (n + 8 < W.rows) x[n + 8] += v1;
+    if (n < W.rows) atomicAdd(x + n, v0);
+    if (n + 8 < W.rows) atomicAdd(x + n + 8, v1);
   });
 }
 
-// h[t][r] = silu(gate_r · in[t]) * (up_r · in[t]): gate and up rows
-// interleaved by eights at upload, so a thread holds both.
+// h[t][r] = silu(gate_r · in[t]) * (up_r · in[t]) (above kSmallM rows into
+// d.hb as BF16, rounded once as the down projection's staging would): gate
+// and up rows interleaved by eights at upload, so a thread holds both.
 __device__ void mphase_ffn_up(Dev &d, const DLayer &L, const In &in, const MPhase &mp) {
+  const bool b16 = d.n_tok > kSmallM;
   gemm(L.gu, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float g, float u) {
     const int r = (n / 16) * 8 + n % 16;
     if (r >= d.ffn) return;
     const float s = g / (1.f + (float)exp((double)-g));
-    d.h[(size_t)t * d.ffn + r] = s * u;
+    if (b16) d.hb[(size_t)t * d.ffn + r] = __float2bfloat16_rn(s * u);  // as the down projection stages it
+    else d.h[(size_t)t * d.ffn + r] = s * u;
   });
 }
 

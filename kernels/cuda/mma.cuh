@@ -15,10 +15,13 @@
 //    cp.async, from a copy packed at upload so that a warp streams its rows
 //    as one contiguous range; dequantized to BF16 as they leave the ring:
 //    BF16, F16, Q8_0, F32); the input rows are the B operand, staged
-//    once in shared memory as BF16 (RMSNorm applied on the way: the CPU's
-//    float operations, then one rounding), for the whole phase when they
-//    fit and the block's units cover every chunk, else per unit, pass and
-//    kSG × 32 columns of the unit's chunk;
+//    in shared memory as BF16, for the whole phase when they fit and the
+//    block's units cover every chunk, else per unit, pass and kSG × 32
+//    columns of the unit's chunk. They are rounded once: by the phase
+//    that writes them (attention, gate/up, a norm phase of its own at more
+//    than kFuseNorm rows: In.b), and then copied; else (a norm folded into
+//    the product, few rows) converted as they are staged, RMSNorm applied
+//    on the way with the CPU's float operations, as the norm phase does;
 //  - inside a 32-column group, the columns are fed to the two k16 steps in
 //    a fixed permuted order (a lane loads 8 consecutive values of a row,
 //    16 bytes, for both steps); weights and inputs use the same order;
@@ -63,6 +66,9 @@ constexpr int kSpreadM = RLM_SPREAD_M;
 // kSmallM rows, one pass of 16 rows; above, passes of kPass rows (kPass / 8
 // n8 tiles of accumulators per warp).
 constexpr int kSmallM = 16;
+// BF16 input rows (In.bf16) come with more than kFuseNorm rows: only the
+// many-row shape reads them.
+static_assert(kSmallM == kFuseNorm, "BF16 inputs exactly when the many-row shape runs");
 #ifndef RLM_KPASS
 #define RLM_KPASS 64
 #endif
@@ -88,15 +94,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const unsigned *>(&v);
-}
-
-__device__ __forceinline__ uint4 pack8(const float *f) {
-  return make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
 }
 
 // The weights as the product reads them (packed at upload, host.cuh
@@ -174,8 +171,37 @@ template <> struct WRaw<RLM_TYPE_F32> {
 // gstage writes input rows m0..m0+mrows, columns [c0, c0+ncols), as BF16
 // into xs (row pitch `pitch`), with the whole block: in.g set means
 // g[c] * (x[c] * inv[t]) (the CPU's RMSNorm operations), rounded once.
+// Rows already in BF16 (in.b) are copied: up to two 16-byte runs a thread
+// with both loads issued before the stores; more with cp.async, every run
+// in flight at once and no registers held (a float row's loads wait one
+// after another: each iteration's store to shared memory may alias the
+// next one's loads). The cp.async copies end before gstage returns, and
+// with them every earlier cp.async of the thread (the weight ring's
+// prefetch), hence plain loads for few runs.
+// B16 false (the products of up to kSmallM rows, which never get BF16
+// rows): float rows only, and none of the copy's code.
+template <bool B16>
 __device__ __forceinline__ void gstage(const In &in, int m0, int mrows, int c0, int ncols, __nv_bfloat16 *xs, int pitch) {
-  const int per_row = ncols / 8;
+  const int per_row = ncols / 8, runs = mrows * per_row;
+  auto src = [&](int e) { return in.b + (size_t)(m0 + e / per_row) * in.ld + c0 + (e % per_row) * 8; };
+  auto dst = [&](int e) { return xs + (size_t)(e / per_row) * pitch + (e % per_row) * 8; };
+  if (B16 && in.bf16 && runs <= 2 * kThreads) {
+    const int e0 = threadIdx.x, e1 = threadIdx.x + kThreads;
+    uint4 v0 = make_uint4(0, 0, 0, 0), v1 = v0;
+    if (e0 < runs) v0 = __ldcg(reinterpret_cast<const uint4 *>(src(e0)));
+    if (e1 < runs) v1 = __ldcg(reinterpret_cast<const uint4 *>(src(e1)));
+    if (e0 < runs) *reinterpret_cast<uint4 *>(dst(e0)) = v0;
+    if (e1 < runs) *reinterpret_cast<uint4 *>(dst(e1)) = v1;
+    return;
+  }
+  if (B16 && in.bf16) {
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(xs);
+    for (int e = threadIdx.x; e < runs; e += kThreads)
+      cp16(base + (uint32_t)(reinterpret_cast<const char *>(dst(e)) - reinterpret_cast<const char *>(xs)), src(e), 16);
+    cp_commit();
+    cp_wait<0>();
+    return;
+  }
   for (int e = threadIdx.x; e < mrows * per_row; e += kThreads) {
     const int t = e / per_row, c = c0 + (e % per_row) * 8, tt = m0 + t;
     const float *x = in.x + (size_t)(in.map ? in.map[tt] : tt) * in.ld + c;
@@ -350,7 +376,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
   bool primed = (int)blockIdx.x < units;
   if (primed) ws.prime(blockIdx.x, false);
   if (resident) {
-    gstage(in, 0, M, 0, K, xs, pitch_all);
+    gstage<(PASS > kSmallM)>(in, 0, M, 0, K, xs, pitch_all);
     __syncthreads();
   }
   clk.lap(0);
@@ -374,7 +400,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
         if (!resident) {
           clk.lap(1);
           __syncthreads();
-          gstage(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
+          gstage<(PASS > kSmallM)>(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
           __syncthreads();
           cbase = 32 * s0;
           clk.lap(0);
@@ -509,7 +535,7 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
       const int s1 = min(s0 + kSG, G);
       clk.lap(1);
       __syncthreads();
-      gstage(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
+      gstage<true>(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
       __syncthreads();
       const int cbase = 32 * s0;
       clk.lap(0);

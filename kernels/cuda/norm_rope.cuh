@@ -11,9 +11,15 @@ namespace {
 
 constexpr int kFuseNorm = 16;  // up to this many tokens, every block computes the norms itself
 
-// Embedding and RoPE angles: one block per token.
+// Embedding, RoPE angles and the token's KV cache offset (t_kv: its
+// position's place in its block, for layer 0 and KV head 0): one block per
+// token.
 __device__ __forceinline__ void phase_embed(Dev &d, int T) {
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
+    if (threadIdx.x == 0) {
+      const int pos = d.t_pos[t], blk = d.btab[d.t_slot[t] * d.max_bpb + pos / d.bs];
+      d.t_kv[t] = ((size_t)blk * d.n_kv * d.bs + pos % d.bs) * d.hd;
+    }
     const int half = d.rope_dim / 2;
     for (int i = threadIdx.x; i < half; i += kThreads) {
       const float a = ((float)d.t_pos[t] * d.rope_scale) * d.inv_freq[i];
@@ -31,8 +37,13 @@ __device__ __forceinline__ void phase_embed(Dev &d, int T) {
 
 // The RMSNorm factors of T rows of x (row map[t] when map is set). Few
 // rows: every block computes them into sh (no barrier). Many: one block per
-// row writes d.inv, then a grid barrier.
-__device__ const float *norm_factors(Dev &d, const float *x, int T, const int *map, float *sh, double *shd) {
+// row writes d.inv, then a grid barrier; with xb set, the block also writes
+// the row normalised with gain g and rounded to BF16, as the tensor-core
+// products stage it (g[c] * (x[c] * inv), then one rounding: mma.cuh
+// gstage), into row t of xb (pitch d.dim), so that every block staging it
+// copies it instead of computing it again.
+__device__ const float *norm_factors(Dev &d, const float *x, int T, const int *map, float *sh, double *shd,
+                                     const float *g = nullptr, __nv_bfloat16 *xb = nullptr) {
   auto one = [&](int t) {
     const float *xr = x + (size_t)(map ? map[t] : t) * d.dim;
     double ss = 0;
@@ -51,6 +62,15 @@ __device__ const float *norm_factors(Dev &d, const float *x, int T, const int *m
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
     const float v = one(t);
     if (threadIdx.x == 0) d.inv[t] = v;
+    if (!xb) continue;
+    const float *xr = x + (size_t)(map ? map[t] : t) * d.dim;
+    for (int c = threadIdx.x * 8; c < d.dim; c += kThreads * 8) {
+      const float4 a = *reinterpret_cast<const float4 *>(xr + c), b = *reinterpret_cast<const float4 *>(xr + c + 4);
+      const float4 ga = *reinterpret_cast<const float4 *>(g + c), gb = *reinterpret_cast<const float4 *>(g + c + 4);
+      const float f[8] = {ga.x * (a.x * v), ga.y * (a.y * v), ga.z * (a.z * v), ga.w * (a.w * v),
+                          gb.x * (b.x * v), gb.y * (b.y * v), gb.z * (b.z * v), gb.w * (b.w * v)};
+      *reinterpret_cast<uint4 *>(xb + (size_t)t * d.dim + c) = pack8(f);
+    }
   }
   cg::this_grid().sync();
   return d.inv;

@@ -6,6 +6,17 @@
 
 namespace {
 
+// Two floats as BF16 (round to nearest even), lo in the low half; eight
+// as a 16-byte run. The one rounding of a product's inputs (mma.cuh).
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const unsigned *>(&v);
+}
+
+__device__ __forceinline__ uint4 pack8(const float *f) {
+  return make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
+}
+
 __device__ __forceinline__ void load8(const DMat &m, int row, int col, float *f) {
   if (m.type == RLM_TYPE_BF16) {
     const uint4 v = *reinterpret_cast<const uint4 *>(

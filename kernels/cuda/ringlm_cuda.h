@@ -179,7 +179,10 @@ int rlm_test_sample(uint32_t vocab, uint32_t n, const uint32_t *words, const uin
  * on the GPU), W is N × K bf16 bits, Y is M × N float32, all row-major, K a
  * multiple of 16 (at most 8192). One block per SM takes tiles of weight
  * rows in turn. iters > 0 also times that many more runs (*ms: the mean,
- * in milliseconds). Optional, as rlm_test_sample. */
+ * in milliseconds). Above 16 rows it also runs the product from X
+ * already rounded to BF16 on the host (the inputs the persistent kernel's
+ * phases hand over then), fails unless every output has the same bits,
+ * and times that path. Optional, as rlm_test_sample. */
 int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X, const uint16_t *W, float *Y, uint32_t iters,
                   double *ms, char *err, size_t errlen);
 

@@ -88,7 +88,13 @@ struct Dev {
   // step buffers
   int max_tok;
   float *x, *q, *att, *h;  // [max_tok][dim | q_dim | q_dim | ffn]
+  // The tensor-core products' inputs as they stage them, in steps of more
+  // than 16 rows (BF16; mma only): normalised rows from the norm phase
+  // ([max(max_tok, slots)][dim]), the attention output ([max_tok][q_dim],
+  // in place of att) and the gate/up output ([max_tok][ffn], in place of h).
+  __nv_bfloat16 *xb, *ab, *hb;
   int *t_slot, *t_pos, *t_id;   // per token
+  size_t *t_kv;                 // per token: its KV cache offset in layer 0, head 0 (the embedding phase's)
   int *r_tok, *r_slot;          // per sampling row: its token index and slot
   int *r_fast;                  // per sampling row: greedy with nothing to adjust (argmax in the head phase)
   unsigned long long *r_best;   // per sampling row: the head phase's largest order key
