@@ -32,7 +32,7 @@
 //    tile, found with an atomic counter per tile and pass, for one row;
 //    by the whole grid after a barrier for more, mma.cuh kSpreadM); or,
 //    when a product has enough (tile, pass) pairs of many rows to fill
-//    7/8 of the grid, a block takes all of a tile's chunks for one pass
+//    3/8 of the grid, a block takes all of a tile's chunks for one pass
 //    and adds their sums in chunk order itself (gemm_whole_t: the same
 //    operations, no partial sums in global memory).
 //
@@ -477,7 +477,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
 
 // gemm_whole_t is gemm_t's product (passes of kPass rows) in whole-K
 // units, for a matrix of several chunks when M is large enough that its
-// (tile, pass) pairs fill 7/8 of the grid or more (gemm_whole_ok; gate/up
+// (tile, pass) pairs fill 3/8 of the grid or more (gemm_whole_ok; gate/up
 // of a 128-token step: 128 units on 132 blocks, a 128-token prefill 5.80
 // → 4.86 ms, bench/logs/issue15-round30-whole-7-8.log; at 1/6 of the
 // grid, 32 blocks could not do the arithmetic 132 share, round 29): a
@@ -491,9 +491,19 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
 __host__ __device__ constexpr size_t gemm_whole_smem() {
   return (size_t)kPass * gemm_pitch(kSG * 32) * 2 + (size_t)kWarps * (kPass / 8) * 32 * 16;
 }
+// The share of the grid (eighths) a product's (tile, pass) pairs must fill
+// for whole-K units. 3/8 rather than 7/8, and from 17 rows rather than
+// 65: gate/up at 17-64 rows (64 units) and the output and down projections
+// at 512 rows (64 units) then skip their partial sums and grid barrier
+// (batch 64 3.95 → 3.81 ms, a 512-token prefill 14.97 → 11.19 ms,
+// bench/logs/issue15-round34-whole-fill.log). Below about a quarter of
+// the grid the blocks left idle cost more than the sums (round 29).
+#ifndef RLM_WHOLE_FILL
+#define RLM_WHOLE_FILL 3
+#endif
 __device__ __forceinline__ bool gemm_whole_ok(const DMat &W, int M, size_t cap) {
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
-  return W.nk > 1 && M > kPass && tiles * passes * 8 >= (int)gridDim.x * 7 && gemm_whole_smem() <= cap - kRingBytes;
+  return W.nk > 1 && M > kSmallM && tiles * passes * 8 >= (int)gridDim.x * RLM_WHOLE_FILL && gemm_whole_smem() <= cap - kRingBytes;
 }
 template <int TY, class Epi>
 __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,

@@ -35,6 +35,44 @@ __device__ __forceinline__ void phase_embed(Dev &d, int T) {
   }
 }
 
+// norm_factors' operations for 2 to kFuseNorm rows at once, into sh: each
+// thread's sums of squares for every row (its loads all in flight), each
+// warp's sums (warp_sum_d), then thread t adds the warps' in order, as
+// block_sum_d does; one barrier instead of two a row (batch 16: 2.65 →
+// 2.37 ms, bench/logs/issue15-round36-norms.log). Not inlined: its
+// registers stay out of the kernel's.
+__device__ __noinline__ void fused_norms(Dev &d, const float *x, int T, const int *map, float *sh) {
+  static_assert(kFuseNorm <= kThreads, "a thread per row of the fused norms");
+  __shared__ double part[kWarps][kFuseNorm];
+  const float *xr[kFuseNorm];
+  double ss[kFuseNorm];
+#pragma unroll
+  for (int t = 0; t < kFuseNorm; t++) {
+    xr[t] = t < T ? x + (size_t)(map ? map[t] : t) * d.dim : x;
+    ss[t] = 0;
+  }
+  for (int i = threadIdx.x; i < d.dim; i += kThreads) {
+#pragma unroll
+    for (int t = 0; t < kFuseNorm; t++)
+      if (t < T) ss[t] += (double)xr[t][i] * (double)xr[t][i];
+  }
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int t = 0; t < kFuseNorm; t++) {
+    if (t < T) {
+      const double v = warp_sum_d(ss[t]);
+      if (lane == 0) part[w][t] = v;
+    }
+  }
+  __syncthreads();
+  if ((int)threadIdx.x < T) {
+    double tot = 0;
+    for (int i = 0; i < kWarps; i++) tot += part[i][threadIdx.x];
+    sh[threadIdx.x] = (float)(1.0 / sqrt((double)((float)(tot / d.dim) + d.eps)));
+  }
+  __syncthreads();
+}
+
 // The RMSNorm factors of T rows of x (row map[t] when map is set). Few
 // rows: every block computes them into sh (no barrier). Many: one block per
 // row writes d.inv, then a grid barrier; with xb set, the block also writes
@@ -51,12 +89,14 @@ __device__ const float *norm_factors(Dev &d, const float *x, int T, const int *m
     ss = block_sum_d(ss, shd);
     return (float)(1.0 / sqrt((double)((float)(ss / d.dim) + d.eps)));
   };
-  if (T <= kFuseNorm) {
-    for (int t = 0; t < T; t++) {
-      const float v = one(t);
-      if (threadIdx.x == 0) sh[t] = v;
-    }
+  if (T == 1) {  // batch 1 keeps its code (the batched form below costs it registers: 1.86 → 2.0 ms a step)
+    const float v = one(0);
+    if (threadIdx.x == 0) sh[0] = v;
     __syncthreads();
+    return sh;
+  }
+  if (T <= kFuseNorm) {
+    fused_norms(d, x, T, map, sh);
     return sh;
   }
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
