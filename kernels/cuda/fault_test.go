@@ -366,8 +366,8 @@ func TestFaultIdleResponder(t *testing.T) {
 // answered and every record consumed), the doorbell watcher parks on
 // Notify with no timer. The test waits until it has parked (after
 // activeFor of fast polling), then watches it for 200 ms: any wake-up
-// (the old 2 ms tick would give 100) parks it again and counts. No
-// duration is asserted. A parked watcher still rings for the next
+// (the old 2 ms tick would give 100) parks it again and counts, and more
+// than two fail the test. No duration is asserted. A parked watcher still rings for the next
 // request: Notify wakes it.
 func TestWatcherParksWhenIdle(t *testing.T) {
 	const slots, vocab = 4, 512
@@ -389,7 +389,10 @@ func TestWatcherParksWhenIdle(t *testing.T) {
 		}
 		n := dev.sup.parks.Load()
 		time.Sleep(200 * time.Millisecond)
-		if got := dev.sup.parks.Load(); got != n || !dev.sup.parked.Load() {
+		// A Notify already on its way when the watcher parked may wake it
+		// once more (seen once in CI on a loaded 2-core machine); a timer
+		// would wake it about 100 times.
+		if got := dev.sup.parks.Load(); got-n > 2 || !dev.sup.parked.Load() {
 			t.Errorf("%s: the idle watcher woke %d times in 200 ms (parked now: %v)", when, got-n, dev.sup.parked.Load())
 		}
 	}
