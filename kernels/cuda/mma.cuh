@@ -312,7 +312,7 @@ template <int TY> struct WStream {
 // same operations in both.
 template <int TY, int NT>
 __device__ __forceinline__ void gemm_group(WStream<TY> &ws, int i, int j, int jend, const __nv_bfloat16 *xc, int pitch,
-                                           int mrows, float (&acc)[NT][4]) {
+                                           int mrows, float (&acc)[NT][4], bool all) {
   constexpr int RUN = WStream<TY>::RUN, BLK = WStream<TY>::BLK, D = WStream<TY>::D;
   cp_wait<D - 1>();  // this lane's copies of group j are in
   __syncwarp();      // and every lane's
@@ -323,6 +323,29 @@ __device__ __forceinline__ void gemm_group(WStream<TY> &ws, int i, int j, int je
   if (j + D < jend) ws.issue(j + D, i);
   cp_commit();
   const uint4 lo = wl.bf16(), hi = wh.bf16();
+  // all: every n8 tile of the staged rows may be read (rows past mrows give
+  // outputs nobody reads). Then every tile's first k16 step, then every
+  // tile's second: the same two additions per accumulator in the same
+  // order, unpredicated (a predicated mma.sync takes a warp sync of its
+  // own) and without the second waiting on the first back to back. The
+  // 2048-row gate/up product 700 -> 640 µs, a 2048-token prefill 33.3 ->
+  // 30.9 ms, batch 64 3.79 -> 3.54 ms (bench/logs/issue15-round44-mma-order.log;
+  // Nsight Compute before: tensor pipe 25% busy, a third of the stalls on
+  // fixed-latency dependencies, round 41). Else (up to 16 rows, and a
+  // partial pass of resident rows) the old loop: the reordered one costs
+  // gemm_t registers there (batch 1 1.85 -> 1.93 ms, round 43).
+  uint2 b2[NT];
+  if (all) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+      const uint4 b = *reinterpret_cast<const uint4 *>(xc + (size_t)nt * 8 * pitch);
+      mma_bf16(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+      b2[nt] = make_uint2(b.z, b.w);
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) mma_bf16(acc[nt], lo.z, hi.z, lo.w, hi.w, b2[nt].x, b2[nt].y);
+    return;
+  }
 #pragma unroll
   for (int nt = 0; nt < NT; nt++) {
     if (nt * 8 < mrows) {
@@ -388,6 +411,8 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
     for (int m0 = 0, pass = 0; m0 < M; m0 += PASS, pass++) {
       clk.lap(2);
       const int mrows = min(PASS, M - m0);
+      // A staging buffer holds PASS rows; resident inputs only M (rounded up to 8).
+      const bool all = PASS == kPass && (!resident || mrows > PASS - 8);
       const __nv_bfloat16 *xrow = xs + (size_t)((resident ? m0 : 0) + g) * pitch + 8 * q;
       float acc[NT][4];
 #pragma unroll
@@ -410,7 +435,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
           for (int i = 0; i < D; i++) {
             const int j = jb + i;
             if (j < s1) {
-              gemm_group<TY>(ws, i, j, j1, xrow + (32 * j - cbase), pitch, mrows, acc);
+              gemm_group<TY>(ws, i, j, j1, xrow + (32 * j - cbase), pitch, mrows, acc, all);
             }
           }
         }
@@ -554,7 +579,7 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
         for (int i = 0; i < D; i++) {
           const int j = jb + i;
           if (j < s1) {
-            gemm_group<TY>(ws, i, j, G, xrow + (32 * j - cbase), pitch, mrows, acc);
+            gemm_group<TY>(ws, i, j, G, xrow + (32 * j - cbase), pitch, mrows, acc, true);
             if (j + 1 == cend) {  // the chunk's sum into tot, in chunk order from zero (chunk_sum's)
 #pragma unroll
               for (int nt = 0; nt < NT; nt++) {

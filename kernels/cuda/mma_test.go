@@ -121,7 +121,8 @@ func TestTileProductBatchInvariant(t *testing.T) {
 
 // BenchmarkTileProduct times the tile product on Llama-3.2-1B's matrices
 // (gate and up stacked, down, QKV, output projection) for a decode batch
-// of M rows: weight bytes per second, against the copy bandwidth.
+// of M rows and a 2048-token prefill: weight bytes per second, against the
+// copy bandwidth.
 func BenchmarkTileProduct(b *testing.B) {
 	needGPU(b)
 	l, err := lib()
@@ -134,7 +135,7 @@ func BenchmarkTileProduct(b *testing.B) {
 		n, k int
 	}{{"gateup", 16384, 2048}, {"down", 2048, 8192}, {"qkv", 3072, 2048}, {"o", 2048, 2048}} {
 		_, w, _ := gemmCase(r, 1, mat.n, mat.k)
-		for _, m := range []int{1, 16, 64, 256} {
+		for _, m := range []int{1, 16, 64, 256, 2048} {
 			b.Run(fmt.Sprintf("%s/M%d", mat.name, m), func(b *testing.B) {
 				x := make([]float32, m*mat.k)
 				for i := range x {
