@@ -49,8 +49,9 @@ type EngineOptions struct {
 	// default, runner.DefaultTokenBudget, or the largest batch if larger:
 	// a decode step must hold the whole batch).
 	TokenBudget int
-	CopyMiB     int // CPU copy-bandwidth buffer in MiB (0: 256)
-	Threads     int // GOMAXPROCS during the run (0: as it is)
+	CopyMiB     int  // CPU copy-bandwidth buffer in MiB (0: 256)
+	Threads     int  // GOMAXPROCS during the run (0: as it is)
+	Mmap        bool // runner.Options.Mmap: the CPU device reads the weights from the file's mapping
 	Log         zerolog.Logger
 	Progress    io.Writer // a line per finished row (nil: none)
 }
@@ -483,21 +484,21 @@ func (b *engBench) prefill(batch, promptLen int) (row EngineRow, err error) {
 
 // engRunnerOptions are the runner options every engine bench starts
 // from, once the model, device and KV type (default f16) are known good.
-func engRunnerOptions(modelPath, device, kvType string, log zerolog.Logger) (runner.Options, error) {
+func engRunnerOptions(modelPath, device, kvType string, mmap bool, log zerolog.Logger) (runner.Options, error) {
 	if modelPath == "" {
 		return runner.Options{}, errors.New("no model file")
 	}
 	if kvType == "" {
 		kvType = "f16"
 	}
-	ro := runner.Options{Device: device, KVType: kvType, Log: log}
+	ro := runner.Options{Device: device, KVType: kvType, Mmap: mmap, Log: log}
 	return ro, ro.Check()
 }
 
 // RunEngineBench loads the model on the device and measures every decode
 // row (each context × each batch), then every prefill row.
 func RunEngineBench(o EngineOptions) (*EngineReport, error) {
-	ro, err := engRunnerOptions(o.Model, o.Device, o.KVType, o.Log)
+	ro, err := engRunnerOptions(o.Model, o.Device, o.KVType, o.Mmap, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -750,6 +751,7 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or f32 (f32 on the cpu device only)")
 	budget := fs.Int("token-budget", 0, "tokens per engine step (0: the device's default, 2048 on cuda and 512 on cpu, or the largest batch if larger)")
 	copyMiB := fs.Int("copy-mib", 256, "cpu device: the copy-bandwidth buffer in MiB")
+	mmap := fs.Bool("mmap", false, "cpu device: read the weights in place from the file's mapping instead of a private copy in huge pages (llama-bench's default is its mmap)")
 	threads := fs.Int("t", 0, fmt.Sprintf("threads: GOMAXPROCS during the run, at most the process's at start (0: as it is, %d)", runtime.GOMAXPROCS(0)))
 	llama := fs.Bool("llama-bench", false, "run llama-bench's tests (pp512 and tg128 unless -p, -n or --tests say otherwise) at batch 1 and print its table")
 	pp := fs.String("p", "512", "llama-bench: prompt lengths of the pp tests, comma-separated (implies --llama-bench)")
@@ -805,7 +807,7 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 				return usage("--%s is for the decode and prefill rows; llama-bench's tests run one sequence (-p, -n, --tests)", name)
 			}
 		}
-		o := LlamaBenchOptions{Model: *modelPath, Device: *device, KVType: *kvType, TokenBudget: *budget, Reps: *reps,
+		o := LlamaBenchOptions{Model: *modelPath, Device: *device, KVType: *kvType, Mmap: *mmap, TokenBudget: *budget, Reps: *reps,
 			Threads: *threads, Warmup: *warmup, Log: zerolog.Nop()}
 		switch {
 		case set["tests"] && (set["p"] || set["n"]):
@@ -864,7 +866,7 @@ func EngineMain(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	o := EngineOptions{Model: *modelPath, Device: *device, Steps: *steps, Warmup: *warmup, PrefillLen: *prefillLen,
+	o := EngineOptions{Model: *modelPath, Device: *device, Mmap: *mmap, Steps: *steps, Warmup: *warmup, PrefillLen: *prefillLen,
 		KVType: *kvType, TokenBudget: *budget, CopyMiB: *copyMiB, Threads: *threads, Log: zerolog.Nop()}
 	if o.Batches, err = engParseInts("batch", *batches); err != nil {
 		return usage("%v", err)

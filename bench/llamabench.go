@@ -79,6 +79,7 @@ type LlamaBenchOptions struct {
 	Model       string
 	Device      string // auto, cpu or cuda
 	KVType      string // f16 or f32 (f32 on the cpu device only)
+	Mmap        bool   // runner.Options.Mmap: the CPU device reads the weights from the file's mapping
 	TokenBudget int    // 0: the device's default (runner.DefaultTokenBudget)
 	Tests       []LlamaTest
 	Reps        int // repetitions of each test (llama-bench's -r)
@@ -190,7 +191,7 @@ func llamaTestFits(t LlamaTest, budget, warm int) error {
 // step's end; a tg repetition is one request of a one-token prompt whose
 // decode steps are timed, after Warmup of them, for Gen steps.
 func RunLlamaBench(o LlamaBenchOptions) ([]LlamaBenchResult, error) {
-	ro, err := engRunnerOptions(o.Model, o.Device, o.KVType, o.Log)
+	ro, err := engRunnerOptions(o.Model, o.Device, o.KVType, o.Mmap, o.Log)
 	if err != nil {
 		return nil, err
 	}

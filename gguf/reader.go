@@ -83,25 +83,11 @@ type File struct {
 // Open maps the file read-only and parses its header. Nothing is copied:
 // tensors are views into the mapping.
 func Open(path string) (*File, error) {
-	fh, err := os.Open(path)
+	fh, size, err := openRegular(path)
 	if err != nil {
-		return nil, fmt.Errorf("gguf: %w", err)
+		return nil, err
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("gguf: %s: not a regular file", path)
-	}
-	size := st.Size()
-	if size < 4 {
-		return nil, fmt.Errorf("gguf: %s: %w (%d bytes)", path, ErrTruncated, size)
-	}
-	if uint64(size) > math.MaxInt {
-		return nil, fmt.Errorf("gguf: %s: file too large to map", path)
-	}
 	data, err := syscall.Mmap(int(fh.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: mmap %s: %w", path, err)
@@ -113,6 +99,34 @@ func Open(path string) (*File, error) {
 	}
 	f.unmap = func() error { return syscall.Munmap(data) }
 	return f, nil
+}
+
+// openRegular opens path for reading, checking that it is a regular file
+// of a size a GGUF can have and this process can map.
+func openRegular(path string) (*os.File, int64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("gguf: %w", err)
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, 0, fmt.Errorf("gguf: %w", err)
+	}
+	size := st.Size()
+	switch {
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("gguf: %s: not a regular file", path)
+	case size < 4:
+		err = fmt.Errorf("gguf: %s: %w (%d bytes)", path, ErrTruncated, size)
+	case uint64(size) > math.MaxInt:
+		err = fmt.Errorf("gguf: %s: file too large to map", path)
+	}
+	if err != nil {
+		fh.Close()
+		return nil, 0, err
+	}
+	return fh, size, nil
 }
 
 // Close releases the mapping; tensor views must not be used afterwards.

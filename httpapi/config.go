@@ -47,6 +47,7 @@ type Config struct {
 	KVMemoryMiB  int
 	KVType       string
 	PrefixCache  bool
+	Mmap         bool // keep the weights in the file's mapping on the CPU device too (runner.Options.Mmap)
 
 	MaxQueue   int
 	MaxBody    int
@@ -119,6 +120,7 @@ func (c *Config) Settings() []Setting {
 		{"kv-memory", "RINGLM_KV_MEMORY", "KV cache size in `MiB` when --kv-blocks is 0 (capped at slots × context; on cuda also by free GPU memory)", intVal{&c.KVMemoryMiB, 1, 1 << 24}},
 		{"kv-type", "RINGLM_KV_TYPE", "KV cache element `TYPE`: f16 or f32 (cpu only; cuda keeps f16)", strVal{&c.KVType}},
 		{"prefix-cache", "RINGLM_PREFIX_CACHE", "reuse the KV blocks of prompt prefixes seen before", boolVal{&c.PrefixCache}},
+		{"mmap", "RINGLM_MMAP", "on the cpu device, read the weights in place from the file's mapping (shared page cache) instead of a private copy in huge pages (faster decode, the file's size in memory)", boolVal{&c.Mmap}},
 		{"max-queue", "RINGLM_MAX_QUEUE", "`N` requests waiting for a slot before new ones get 503; as many may wait for a model switch (several -m)", intVal{&c.MaxQueue, 1, 1 << 20}},
 		{"max-body", "RINGLM_MAX_BODY", "largest request body in `BYTES` (larger ones get 413)", intVal{&c.MaxBody, 1 << 10, 1 << 30}},
 		{"max-tokens", "RINGLM_MAX_TOKENS", "largest max_tokens (`N`) a request may ask for; also the default, capped by the context", intVal{&c.MaxTokens, 1, 1 << 24}},

@@ -409,3 +409,35 @@ func TestDefaultSlots(t *testing.T) {
 		r.Close()
 	}
 }
+
+// On the CPU a model file's weights are read into memory of their own
+// (gguf.OpenResident), equal to the file's; Mmap keeps the mapping; Close
+// releases both.
+func TestCPUWeightsResident(t *testing.T) {
+	for _, mmap := range []bool{false, true} {
+		ws, err := Open(tinyModel(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := ws.File
+		r, err := Start(ws, Options{Device: "cpu", KVBlocks: 16, Allocator: ringbuf.HeapAllocator{}, Mmap: mmap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mmap != (ws.mapped == nil) || mmap != (ws.File == first) {
+			t.Fatalf("mmap %v: resident copy %v", mmap, ws.mapped != nil)
+		}
+		if !mmap {
+			for i := range ws.File.Tensors {
+				ti := &ws.File.Tensors[i]
+				mt, ok := first.Tensor(ti.Name)
+				if !ok || !bytes.Equal(ws.File.Data(ti), first.Data(mt)) {
+					t.Fatalf("tensor %s differs from the file's", ti.Name)
+				}
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -53,6 +53,7 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	templateFile := fs.String("chat-template-file", "", "Jinja chat template file instead of the model's own")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f32 or f16 (f32 on the cpu device only)")
 	device := fs.String("device", envOr("RINGLM_DEVICE", "auto"), "device: auto (cuda when libringlm_cuda.so loads and sees a GPU, else cpu), cpu, cuda ($RINGLM_DEVICE)")
+	mmap := fs.Bool("mmap", false, "on the cpu device, read the weights in place from the file's mapping instead of a private copy in huge pages (faster decode, the file's size in memory)")
 	verbose := fs.Bool("verbose", true, "print token counts and speed at the end (interactive chat: after each answer when given)")
 	settings, err := settingsFlags(fs, "offline", "registry", "insecure")
 	if err != nil {
@@ -84,7 +85,7 @@ func runWith(stdin io.Reader, tty bool, args []string, stdout, stderr io.Writer)
 	// The same wiring as the server (model, tokenizer, chat template,
 	// device, engine), with one slot.
 	ro := runner.Options{ChatTemplate: template, ChatTemplateFile: *templateFile, Device: *device, Slots: 1,
-		KVType: *kvType, KVMemoryMiB: runKVMemoryMiB, MaxQueue: 1, Log: zerolog.Nop()}
+		KVType: *kvType, KVMemoryMiB: runKVMemoryMiB, MaxQueue: 1, Mmap: *mmap, Log: zerolog.Nop()}
 	if err := ro.Check(); err != nil {
 		return usageError{err.Error()} // before a name is pulled
 	}

@@ -350,7 +350,7 @@ func fileSource(path string) func(context.Context) (modelSource, error) {
 func runnerOptions(cfg httpapi.Config) runner.Options {
 	return runner.Options{Name: cfg.ModelName, ChatTemplate: cfg.ChatTemplate, ChatTemplateFile: cfg.ChatTemplateFile, Device: cfg.Device, Slots: cfg.Slots,
 		TokenBudget: cfg.TokenBudget, PrefillChunk: cfg.PrefillChunk, KVBlocks: cfg.KVBlocks, KVMemoryMiB: cfg.KVMemoryMiB, KVType: cfg.KVType,
-		PrefixCache: cfg.PrefixCache, MaxQueue: cfg.MaxQueue}
+		PrefixCache: cfg.PrefixCache, MaxQueue: cfg.MaxQueue, Mmap: cfg.Mmap}
 }
 
 // httpModel is what the server generates with: r's engine, tokenizer and
