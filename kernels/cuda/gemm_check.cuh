@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_check(DMat W, const float *X
 }  // namespace
 
 extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X, const uint16_t *W, float *Y,
-                             uint32_t iters, double *ms, char *err, size_t errlen) {
+                             uint32_t iters, uint32_t grid_blocks, double *ms, char *err, size_t errlen) {
   if (M == 0 || N == 0 || K == 0 || K % 32) {
     seterr(err, errlen, "rlm_test_gemm: M %u, N %u, K %u (K a multiple of 32)", M, N, K);
     return -1;
@@ -34,8 +34,9 @@ extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X,
   CKR(cudaSetDevice(0), -1);
   int sms = 0;
   CKR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), -1);
+  const int grid = grid_blocks > 0 && (int)grid_blocks < sms ? (int)grid_blocks : sms;
   const size_t cap = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats) + kRingBytes;  // the persistent kernel's
-  const int nk = choose_nk((int)N, (int)K, sms);
+  const int nk = choose_nk((int)N, (int)K, grid);
   const size_t tiles = (N + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
   float *dx = nullptr, *dy = nullptr, *dpart = nullptr;
   int *dcnt = nullptr;
@@ -80,7 +81,7 @@ extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X,
   GemmScratch gsv = gs;
   const __nv_bfloat16 *xbv = nullptr;
   void *args[] = {&dmv, &dx, &xbv, &m, &gsv, &y, &capv};
-  auto launch = [&]() { return cudaLaunchCooperativeKernel((void *)gemm_check, dim3(sms), dim3(kThreads), args, cap, 0); };
+  auto launch = [&]() { return cudaLaunchCooperativeKernel((void *)gemm_check, dim3(grid), dim3(kThreads), args, cap, 0); };
   CKR(launch(), bail());  // warm-up, and the answer from float inputs
   CKR(cudaDeviceSynchronize(), bail());
   // From BF16 inputs (copied as they are staged), the same bits; this path

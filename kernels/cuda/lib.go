@@ -20,7 +20,7 @@ typedef int (*rlm_wait_fn)(rlm_ctx *, char *, size_t);
 typedef int (*rlm_read_logits_fn)(rlm_ctx *, uint32_t, float *, uint32_t, char *, size_t);
 typedef int (*rlm_copy_bandwidth_fn)(rlm_ctx *, uint64_t, double *, char *, size_t);
 typedef void (*rlm_destroy_fn)(rlm_ctx *);
-typedef int (*rlm_test_gemm_fn)(uint32_t, uint32_t, uint32_t, const float *, const uint16_t *, float *, uint32_t, double *, char *, size_t);
+typedef int (*rlm_test_gemm_fn)(uint32_t, uint32_t, uint32_t, const float *, const uint16_t *, float *, uint32_t, uint32_t, double *, char *, size_t);
 typedef int (*rlm_test_sample_fn)(uint32_t, uint32_t, const uint32_t *, const uint64_t *, const float *, rlm_sample_out *, char *, size_t);
 
 static int tr_probe(void *f, char *err, size_t n) { return ((rlm_probe_fn)f)(err, n); }
@@ -34,8 +34,8 @@ static int tr_read_logits(void *f, rlm_ctx *c, uint32_t row, float *out, uint32_
 static int tr_copy_bandwidth(void *f, rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size_t n) { return ((rlm_copy_bandwidth_fn)f)(c, bytes, gbps, err, n); }
 static void tr_destroy(void *f, rlm_ctx *c) { ((rlm_destroy_fn)f)(c); }
 static int tr_test_gemm(void *f, uint32_t m, uint32_t n, uint32_t k, const float *x, const uint16_t *w, float *y, uint32_t iters,
-                        double *ms, char *err, size_t errn) {
-	return ((rlm_test_gemm_fn)f)(m, n, k, x, w, y, iters, ms, err, errn);
+                        uint32_t grid, double *ms, char *err, size_t errn) {
+	return ((rlm_test_gemm_fn)f)(m, n, k, x, w, y, iters, grid, ms, err, errn);
 }
 static int tr_test_sample(void *f, uint32_t vocab, uint32_t n, const uint32_t *words, const uint64_t *offs, const float *logits,
                           rlm_sample_out *out, char *err, size_t errn) {
@@ -286,9 +286,15 @@ func (l *library) optional(name string) (unsafe.Pointer, error) {
 }
 
 // testGemm runs the tensor-core tile product (rlm_test_gemm): y = bf16(x) ·
-// wᵀ for x m×k float32 and w n×k bf16 bits; iters > 0 also times as many
-// runs and returns the mean in milliseconds.
+// wᵀ for x m×k float32 and w n×k bf16 bits, one block per SM; iters > 0
+// also times as many runs and returns the mean in milliseconds.
 func (l *library) testGemm(m, n, k int, x []float32, w []uint16, iters int) ([]float32, float64, error) {
+	return l.testGemmGrid(m, n, k, x, w, iters, 0)
+}
+
+// testGemmGrid is testGemm on a grid of that many blocks (0: one per SM),
+// the matrix split into chunks for that grid.
+func (l *library) testGemmGrid(m, n, k int, x []float32, w []uint16, iters, grid int) ([]float32, float64, error) {
 	fn, err := l.optional("rlm_test_gemm")
 	if err != nil {
 		return nil, 0, err
@@ -300,7 +306,7 @@ func (l *library) testGemm(m, n, k int, x []float32, w []uint16, iters int) ([]f
 	var ms C.double
 	var errbuf [errLen]C.char
 	if C.tr_test_gemm(fn, C.uint32_t(m), C.uint32_t(n), C.uint32_t(k), (*C.float)(unsafe.Pointer(&x[0])), (*C.uint16_t)(unsafe.Pointer(&w[0])),
-		(*C.float)(unsafe.Pointer(&y[0])), C.uint32_t(iters), &ms, &errbuf[0], errLen) < 0 {
+		(*C.float)(unsafe.Pointer(&y[0])), C.uint32_t(iters), C.uint32_t(grid), &ms, &errbuf[0], errLen) < 0 {
 		return nil, 0, cerr("rlm_test_gemm", errbuf[:])
 	}
 	return y, float64(ms), nil

@@ -254,41 +254,52 @@ struct GemmClock {
 };
 
 // A warp's stream of weight blocks through its ring: a unit's blocks are
-// the warp's 16-row tile, groups j0..j1 of it; issue starts the copy of
-// group j into stage st (and loads a Q8_0 group's two row scales into
-// registers, as far ahead); prime issues a unit's first D groups. The
-// ring is the last kRingBytes of the product's shared memory (smem, cap).
-template <int TY> struct WStream {
+// the warp's TPW 16-row tiles (one, or two for gemm_whole2_t), groups
+// j0..j1 of them; issue starts the copy of group j into stage st (a
+// stage: the group's block of each tile, in tile order) and loads a Q8_0
+// group's row scales into registers, as far ahead; prime issues a unit's
+// first D groups. The ring is the last kRingBytes of the product's shared
+// memory (smem, cap).
+template <int TY, int TPW = 1> struct WStream {
   static constexpr int RUN = WRun<TY>::bytes, BLK = 64 * RUN;  // a (16-row tile, 32-column group) block
-  static constexpr int D = kRingWarpBytes / BLK;                // stages of one block
+  static constexpr int SBLK = TPW * BLK;                       // a stage
+  static constexpr int D = kRingWarpBytes / SBLK;              // stages
   static_assert(D >= 2 && kSG % D == 0, "ring stages");
   const DMat &W;
   uint32_t ring;
   int warp, lane, G;
-  const char *pb = nullptr;
-  const float *slo = nullptr, *shi = nullptr;
-  float sl[D], sh[D];
+  const char *pb[TPW] = {};
+  const float *slo[TPW] = {}, *shi[TPW] = {};
+  float sl[TPW][D], sh[TPW][D];
   __device__ __forceinline__ WStream(const DMat &w, void *smem, size_t cap)
       : W(w),
         ring((uint32_t)__cvta_generic_to_shared(reinterpret_cast<char *>(smem) + cap - kRingBytes) +
              (threadIdx.x >> 5) * kRingWarpBytes),
         warp(threadIdx.x >> 5), lane(threadIdx.x & 31), G(w.cols / 32) {}
-  __device__ __forceinline__ int units() const { return (W.rows + kGemmRows - 1) / kGemmRows * W.nk; }
+  __device__ __forceinline__ int units() const { return (W.rows + TPW * kGemmRows - 1) / (TPW * kGemmRows) * W.nk; }
   __device__ __forceinline__ void at(int u) {
-    const int tile = u / W.nk, t16 = tile * (kGemmRows / 16) + warp, rlo = tile * kGemmRows + warp * 16 + (lane >> 2);
-    pb = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK : nullptr;
-    slo = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)rlo * G : nullptr;
-    shi = TY == RLM_TYPE_Q8_0 && pb ? W.sc + (size_t)(rlo + 8) * G : nullptr;
+    const int tile = u / W.nk;
+#pragma unroll
+    for (int t = 0; t < TPW; t++) {
+      const int t16 = tile * (TPW * kGemmRows / 16) + warp * TPW + t, rlo = t16 * 16 + (lane >> 2);
+      pb[t] = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK : nullptr;
+      slo[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)rlo * G : nullptr;
+      shi[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)(rlo + 8) * G : nullptr;
+    }
   }
   __device__ __forceinline__ void issue(int j, int st, bool copy = true) {
-    if (copy) {
-      const char *src = pb ? pb + (size_t)j * BLK : reinterpret_cast<const char *>(W.w);
 #pragma unroll
-      for (int k = 0; k < BLK / 512; k++) cp16(ring + st * BLK + k * 512 + lane * 16, src + k * 512 + lane * 16, pb ? 16 : 0);
-    }
-    if (TY == RLM_TYPE_Q8_0) {
-      sl[st] = slo ? __ldg(slo + j) : 0.f;
-      sh[st] = shi ? __ldg(shi + j) : 0.f;
+    for (int t = 0; t < TPW; t++) {
+      if (copy) {
+        const char *src = pb[t] ? pb[t] + (size_t)j * BLK : reinterpret_cast<const char *>(W.w);
+#pragma unroll
+        for (int k = 0; k < BLK / 512; k++)
+          cp16(ring + st * SBLK + t * BLK + k * 512 + lane * 16, src + k * 512 + lane * 16, pb[t] ? 16 : 0);
+      }
+      if (TY == RLM_TYPE_Q8_0) {
+        sl[t][st] = slo[t] ? __ldg(slo[t] + j) : 0.f;
+        sh[t][st] = shi[t] ? __ldg(shi[t] + j) : 0.f;
+      }
     }
   }
   // copy false: the copies were issued before (gemm_prime); only the
@@ -317,8 +328,8 @@ __device__ __forceinline__ void gemm_group(WStream<TY> &ws, int i, int j, int je
   cp_wait<D - 1>();  // this lane's copies of group j are in
   __syncwarp();      // and every lane's
   WRaw<TY> wl, wh;
-  wl.read(ws.ring + i * BLK + ws.lane * RUN, ws.sl[i]);
-  wh.read(ws.ring + i * BLK + 32 * RUN + ws.lane * RUN, ws.sh[i]);
+  wl.read(ws.ring + i * BLK + ws.lane * RUN, ws.sl[0][i]);
+  wh.read(ws.ring + i * BLK + 32 * RUN + ws.lane * RUN, ws.sh[0][i]);
   __syncwarp();  // every lane has read stage i before it is refilled
   if (j + D < jend) ws.issue(j + D, i);
   cp_commit();
@@ -616,6 +627,121 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
   cp_wait<0>();
 }
 
+// gemm_whole2_t takes a product of one chunk (the LM head) at many rows
+// in units of two m16 tiles a warp: a pass of kPass input rows against
+// 2 × kGemmRows weight rows, so that every input fragment a warp reads
+// from shared memory feeds two mma and every weight fragment eight (1.75
+// wavefronts of shared memory an mma against 2.75). A tile pair's passes
+// go to consecutive blocks, which share its weights through L2, as in
+// gemm_whole_t. Each output element gets gemm_t's operations: one
+// accumulator from zero over the groups in order, both k16 steps of a
+// group in order, handed to the epilogue as it is. Not for products of
+// several chunks: their running sums (128 KB a block) do not fit in shared
+// memory, and through L2 the 2048-row gate/up and down products took 711
+// and 375 µs against 639 and 328 (bench/logs/issue15-round45-two-tiles.log).
+template <int TY, int NT>
+__device__ __forceinline__ void gemm_group2(WStream<TY, 2> &ws, int i, int j, int jend, const __nv_bfloat16 *xc,
+                                            int pitch, float (&acc)[2][NT][4]) {
+  constexpr int RUN = WStream<TY, 2>::RUN, BLK = WStream<TY, 2>::BLK, SBLK = WStream<TY, 2>::SBLK,
+                D = WStream<TY, 2>::D;
+  cp_wait<D - 1>();  // this lane's copies of group j are in
+  __syncwarp();      // and every lane's
+  WRaw<TY> w0l, w0h, w1l, w1h;
+  w0l.read(ws.ring + i * SBLK + ws.lane * RUN, ws.sl[0][i]);
+  w0h.read(ws.ring + i * SBLK + 32 * RUN + ws.lane * RUN, ws.sh[0][i]);
+  w1l.read(ws.ring + i * SBLK + BLK + ws.lane * RUN, ws.sl[1][i]);
+  w1h.read(ws.ring + i * SBLK + BLK + 32 * RUN + ws.lane * RUN, ws.sh[1][i]);
+  __syncwarp();  // every lane has read stage i before it is refilled
+  if (j + D < jend) ws.issue(j + D, i);
+  cp_commit();
+  const uint4 lo0 = w0l.bf16(), hi0 = w0h.bf16(), lo1 = w1l.bf16(), hi1 = w1h.bf16();
+  // Per n8 tile, the two tiles' first k16 steps, then their second: an
+  // accumulator's two steps one mma apart. (The first steps of every n8
+  // tile before any second step, as gemm_group does, took 16 more registers
+  // and spilled: prefill 2048 39.2 ms against 31.9, round 45.)
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) {
+    const uint4 b = *reinterpret_cast<const uint4 *>(xc + (size_t)nt * 8 * pitch);
+    mma_bf16(acc[0][nt], lo0.x, hi0.x, lo0.y, hi0.y, b.x, b.y);
+    mma_bf16(acc[1][nt], lo1.x, hi1.x, lo1.y, hi1.y, b.x, b.y);
+    mma_bf16(acc[0][nt], lo0.z, hi0.z, lo0.w, hi0.w, b.z, b.w);
+    mma_bf16(acc[1][nt], lo1.z, hi1.z, lo1.w, hi1.w, b.z, b.w);
+  }
+}
+
+// Two tiles a warp for a product of one chunk whose (tile pair, pass)
+// units fill 7/8 of the grid, its weights BF16, F16 or Q8_0 (an F32 stage
+// would not leave the ring two). The LM head from 64 rows on: batch 256
+// 9.13 -> 8.89 ms a step (bench/logs/issue15-round46-lm-head-two-tiles.log;
+// gemm_whole_t for it instead, 9.21-9.25 ms).
+#ifndef RLM_WHOLE2
+#define RLM_WHOLE2 1
+#endif
+__device__ __forceinline__ bool gemm_whole2_ok(const DMat &W, int M, size_t cap) {
+  const int tiles = (W.rows + 2 * kGemmRows - 1) / (2 * kGemmRows), passes = (M + kPass - 1) / kPass;
+  return RLM_WHOLE2 && W.nk == 1 && M > kSmallM && W.type != RLM_TYPE_F32 && tiles * passes * 8 >= (int)gridDim.x * 7 &&
+         (size_t)kPass * gemm_pitch(kSG * 32) * 2 <= cap - kRingBytes;
+}
+template <int TY, class Epi>
+__device__ RLM_GEMM_ATTR void gemm_whole2_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap,
+                                           GemmScratch s, Epi epi) {
+  constexpr int PASS = kPass, NT = PASS / 8;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int G = W.cols / 32;
+  const int tiles = (W.rows + 2 * kGemmRows - 1) / (2 * kGemmRows), passes = (M + PASS - 1) / PASS;
+  WStream<TY, 2> ws(W, xs, cap);
+  constexpr int D = WStream<TY, 2>::D;
+  const int pitch = gemm_pitch(kSG * 32);
+  GemmClock clk(s.prof, 1);
+  __syncthreads();  // the previous user of the shared memory is done
+  cp_wait<0>();     // gemm_prime's copies are of gemm_t's first unit: not used here
+  __syncwarp();
+  for (int u = blockIdx.x; u < tiles * passes; u += gridDim.x) {
+    const int tile = u / passes, m0 = u % passes * PASS, mrows = min(PASS, M - m0);
+    const int r0 = tile * 2 * kGemmRows + warp * 32 + g;  // the lane's row of its first tile; + 16 in the second
+    const __nv_bfloat16 *xrow = xs + (size_t)g * pitch + 8 * q;
+    float acc[2][NT][4];
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++) acc[t][nt][0] = acc[t][nt][1] = acc[t][nt][2] = acc[t][nt][3] = 0.f;
+    ws.at(tile);
+#pragma unroll
+    for (int i = 0; i < D; i++) {
+      if (i < G) ws.issue(i, i);
+      cp_commit();
+    }
+    for (int s0 = 0; s0 < G; s0 += kSG) {
+      const int s1 = min(s0 + kSG, G);
+      clk.lap(1);
+      __syncthreads();
+      gstage<true>(in, m0, mrows, 32 * s0, 32 * (s1 - s0), xs, pitch);
+      __syncthreads();
+      const int cbase = 32 * s0;
+      clk.lap(0);
+      for (int jb = s0; jb < s1; jb += D) {
+#pragma unroll
+        for (int i = 0; i < D; i++) {
+          const int j = jb + i;
+          if (j < s1) gemm_group2<TY>(ws, i, j, G, xrow + (32 * j - cbase), pitch, acc);
+        }
+      }
+    }
+    clk.lap(1);
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int tt = m0 + nt * 8 + 2 * q + e;
+          if (nt * 8 < mrows && tt < M) epi(tt, r0 + 16 * t, acc[t][nt][e], acc[t][nt][2 + e]);
+        }
+    clk.lap(2);
+  }
+  cp_wait<0>();
+}
+
 // gemm_prime starts the copies of this block's first unit of W into the
 // ring, so that they run while the block waits at the barrier before the
 // product (and through the phase before it: the ring is used by nothing
@@ -638,6 +764,12 @@ __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap,
     else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kSmallM>(W, in, M, xs, cap, s, epi);
     else if (W.type == RLM_TYPE_Q8_0) gemm_t<RLM_TYPE_Q8_0, kSmallM>(W, in, M, xs, cap, s, epi);
     else gemm_t<RLM_TYPE_F32, kSmallM>(W, in, M, xs, cap, s, epi);
+    return;
+  }
+  if (gemm_whole2_ok(W, M, cap)) {
+    if (W.type == RLM_TYPE_BF16) gemm_whole2_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
+    else if (W.type == RLM_TYPE_F16) gemm_whole2_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);
+    else gemm_whole2_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
     return;
   }
   if (gemm_whole_ok(W, M, cap)) {

@@ -119,6 +119,70 @@ func TestTileProductBatchInvariant(t *testing.T) {
 	}
 }
 
+// TestTileProductTwoTilesAWarp: on grids small enough that products of
+// one chunk take units of two tiles a warp at many rows (gemm_whole2_t),
+// with a partial last pass and partial tiles, every row has the bits it
+// has alone (the 1-row product) and among 37 others, and the value of the
+// float64 product of the rounded inputs.
+func TestTileProductTwoTilesAWarp(t *testing.T) {
+	needGPU(t)
+	l, err := lib()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, c := range []struct{ m, n, k, grid int }{
+		{200, 1040, 256, 8},  // 3 tile pairs, the last of 16 rows
+		{130, 2048, 1024, 4}, // 4 tile pairs, a pass of 2 rows
+		{300, 1000, 512, 2},  // the second tile pair partial inside a warp's tiles
+	} {
+		t.Run(fmt.Sprintf("%dx%dx%d-grid%d", c.m, c.n, c.k, c.grid), func(t *testing.T) {
+			x, w, wf := gemmCase(r, c.m, c.n, c.k)
+			all, _, err := l.testGemmGrid(c.m, c.n, c.k, x, w, 0, c.grid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range []int{0, 7, 8, 63, 64, 129, c.m - 1} {
+				alone, _, err := l.testGemmGrid(1, c.n, c.k, x[row*c.k:(row+1)*c.k], w, 0, c.grid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mix := make([]float32, 0, 37*c.k)
+				for i := range 37 {
+					src := (row + 1 + 3*i) % c.m
+					if i == 21 {
+						src = row
+					}
+					mix = append(mix, x[src*c.k:(src+1)*c.k]...)
+				}
+				among, _, err := l.testGemmGrid(37, c.n, c.k, mix, w, 0, c.grid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j := range c.n {
+					a, b, d := math.Float32bits(all[row*c.n+j]), math.Float32bits(alone[j]), math.Float32bits(among[21*c.n+j])
+					if a != b || a != d {
+						t.Fatalf("row %d column %d: %v among %d, %v alone, %v among 37", row, j, all[row*c.n+j], c.m, alone[j], among[21*c.n+j])
+					}
+				}
+				// And the value: the float64 product of the rounded inputs.
+				for _, j := range []int{0, 1, 8, 15, 16, 511, c.n - 1} {
+					var ref, mag float64
+					for kk := range c.k {
+						_, xb := bf16(x[row*c.k+kk])
+						p := float64(xb) * float64(wf[j*c.k+kk])
+						ref += p
+						mag += math.Abs(p)
+					}
+					if e := math.Abs(float64(all[row*c.n+j])-ref) / (mag + 1e-30); e > 1e-5 {
+						t.Fatalf("y[%d][%d] = %v, want %v (error %.3g of the magnitude %.3g)", row, j, all[row*c.n+j], ref, e, mag)
+					}
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkTileProduct times the tile product on Llama-3.2-1B's matrices
 // (gate and up stacked, down, QKV, output projection) for a decode batch
 // of M rows and a 2048-token prefill: weight bytes per second, against the

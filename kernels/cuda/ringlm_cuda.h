@@ -177,14 +177,16 @@ int rlm_test_sample(uint32_t vocab, uint32_t n, const uint32_t *words, const uin
 /* rlm_test_gemm is for tests and measurements: Y = bf16(X) · Wᵀ with the
  * tensor-core tile product (mma.cuh): X is M × K float32 (rounded to bf16
  * on the GPU), W is N × K bf16 bits, Y is M × N float32, all row-major, K a
- * multiple of 16 (at most 8192). One block per SM takes tiles of weight
- * rows in turn. iters > 0 also times that many more runs (*ms: the mean,
+ * multiple of 32 (at most 8192). One block per SM (or grid_blocks, when
+ * fewer, as rlm_options' grid_blocks) takes tiles of weight rows in turn,
+ * the matrix split into chunks for that grid as rlm_create splits a
+ * phase's. iters > 0 also times that many more runs (*ms: the mean,
  * in milliseconds). Above 16 rows it also runs the product from X
  * already rounded to BF16 on the host (the inputs the persistent kernel's
  * phases hand over then), fails unless every output has the same bits,
  * and times that path. Optional, as rlm_test_sample. */
 int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X, const uint16_t *W, float *Y, uint32_t iters,
-                  double *ms, char *err, size_t errlen);
+                  uint32_t grid_blocks, double *ms, char *err, size_t errlen);
 
 /* rlm_destroy frees everything. If the kernel is still running it first
  * waits for it to exit, so the host must have sent STOP. */
