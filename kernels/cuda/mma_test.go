@@ -36,6 +36,48 @@ func gemmCase(r *rand.Rand, m, n, k int) ([]float32, []uint16, []float32) {
 	return x, w, wf
 }
 
+// refDot is row i of x (bf16-rounded) · row j of wf in float64, and the
+// sum of the products' magnitudes.
+func refDot(x, wf []float32, i, j, k int) (ref, mag float64) {
+	for kk := range k {
+		_, xb := bf16(x[i*k+kk])
+		p := float64(xb) * float64(wf[j*k+kk])
+		ref += p
+		mag += math.Abs(p)
+	}
+	return ref, mag
+}
+
+// sameAloneAndAmong checks that row's outputs in all (the product of x's m
+// rows on a grid of that many blocks) have the bits of the row's product
+// alone (M = 1) and among 37 other rows of x (at position 21, the others
+// row + 1 + stride·i).
+func sameAloneAndAmong(t *testing.T, l *library, x []float32, w []uint16, all []float32, row, m, n, k, grid, stride int) {
+	t.Helper()
+	alone, _, err := l.testGemmGrid(1, n, k, x[row*k:(row+1)*k], w, 0, grid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mix := make([]float32, 0, 37*k)
+	for i := range 37 {
+		src := (row + 1 + stride*i) % m
+		if i == 21 {
+			src = row
+		}
+		mix = append(mix, x[src*k:(src+1)*k]...)
+	}
+	among, _, err := l.testGemmGrid(37, n, k, mix, w, 0, grid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range n {
+		a, b, d := math.Float32bits(all[row*n+j]), math.Float32bits(alone[j]), math.Float32bits(among[21*n+j])
+		if a != b || a != d {
+			t.Fatalf("%dx%d row %d column %d: %v among %d, %v alone, %v among 37", n, k, row, j, all[row*n+j], m, alone[j], among[21*n+j])
+		}
+	}
+}
+
 // TestTileProductMatches: the tensor-core tile product is the float64
 // product of the bf16-rounded inputs up to float32 accumulation, for K of
 // one to 32 steps a warp, M from 1 to 300, N not a whole number of tiles.
@@ -56,13 +98,7 @@ func TestTileProductMatches(t *testing.T) {
 			worst := 0.0
 			for i := range c.m {
 				for j := range c.n {
-					var ref, mag float64
-					for kk := range c.k {
-						_, xb := bf16(x[i*c.k+kk])
-						p := float64(xb) * float64(wf[j*c.k+kk])
-						ref += p
-						mag += math.Abs(p)
-					}
+					ref, mag := refDot(x, wf, i, j, c.k)
 					e := math.Abs(float64(y[i*c.n+j])-ref) / (mag + 1e-30)
 					worst = max(worst, e)
 					if e > 1e-5 {
@@ -92,29 +128,7 @@ func TestTileProductBatchInvariant(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, row := range []int{0, 7, 8, 15, 16, 131, 299} {
-			alone, _, err := l.testGemm(1, c.n, c.k, x[row*c.k:(row+1)*c.k], w, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Among 37 other rows, at position 21.
-			mix := make([]float32, 0, 37*c.k)
-			for i := range 37 {
-				src := (row + 1 + 5*i) % m
-				if i == 21 {
-					src = row
-				}
-				mix = append(mix, x[src*c.k:(src+1)*c.k]...)
-			}
-			among, _, err := l.testGemm(37, c.n, c.k, mix, w, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j := range c.n {
-				a, b, d := math.Float32bits(all[row*c.n+j]), math.Float32bits(alone[j]), math.Float32bits(among[21*c.n+j])
-				if a != b || a != d {
-					t.Fatalf("%dx%d row %d column %d: %v among 300, %v alone, %v among 37", c.n, c.k, row, j, all[row*c.n+j], alone[j], among[21*c.n+j])
-				}
-			}
+			sameAloneAndAmong(t, l, x, w, all, row, m, c.n, c.k, 0, 5)
 		}
 	}
 }
@@ -143,37 +157,10 @@ func TestTileProductTwoTilesAWarp(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, row := range []int{0, 7, 8, 63, 64, 129, c.m - 1} {
-				alone, _, err := l.testGemmGrid(1, c.n, c.k, x[row*c.k:(row+1)*c.k], w, 0, c.grid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				mix := make([]float32, 0, 37*c.k)
-				for i := range 37 {
-					src := (row + 1 + 3*i) % c.m
-					if i == 21 {
-						src = row
-					}
-					mix = append(mix, x[src*c.k:(src+1)*c.k]...)
-				}
-				among, _, err := l.testGemmGrid(37, c.n, c.k, mix, w, 0, c.grid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for j := range c.n {
-					a, b, d := math.Float32bits(all[row*c.n+j]), math.Float32bits(alone[j]), math.Float32bits(among[21*c.n+j])
-					if a != b || a != d {
-						t.Fatalf("row %d column %d: %v among %d, %v alone, %v among 37", row, j, all[row*c.n+j], c.m, alone[j], among[21*c.n+j])
-					}
-				}
+				sameAloneAndAmong(t, l, x, w, all, row, c.m, c.n, c.k, c.grid, 3)
 				// And the value: the float64 product of the rounded inputs.
 				for _, j := range []int{0, 1, 8, 15, 16, 511, c.n - 1} {
-					var ref, mag float64
-					for kk := range c.k {
-						_, xb := bf16(x[row*c.k+kk])
-						p := float64(xb) * float64(wf[j*c.k+kk])
-						ref += p
-						mag += math.Abs(p)
-					}
+					ref, mag := refDot(x, wf, row, j, c.k)
 					if e := math.Abs(float64(all[row*c.n+j])-ref) / (mag + 1e-30); e > 1e-5 {
 						t.Fatalf("y[%d][%d] = %v, want %v (error %.3g of the magnitude %.3g)", row, j, all[row*c.n+j], ref, e, mag)
 					}
