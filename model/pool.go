@@ -29,9 +29,12 @@ type pool struct {
 	open   atomic.Bool  // helpers may join the current region
 	active atomic.Int32 // helpers in the current region
 	// waiting says the caller has stopped spinning for the helpers and
-	// waits on done, which the last one out signals.
+	// waits on done, which the last one out signals. A signal says only
+	// that active reached 0 once: it may come from a helper of an earlier
+	// region that read waiting late, so the caller looks at active again.
 	waiting atomic.Bool
 	done    chan struct{}
+	blocks  atomic.Uint64 // times a caller blocked on done (tests)
 	// helpers are the workers but the caller.
 	helpers []helper
 }
@@ -88,7 +91,12 @@ func (p *pool) do(fn func()) {
 // awaitHelpers waits for the helpers still in the region: spinning a
 // little (they are usually finishing a chunk), then blocked, so that a
 // helper the OS has taken off its core for a time slice gets the core
-// back instead of the caller spinning through it.
+// back instead of the caller spinning through it. It returns only once
+// it has seen active at 0 (the region's outputs are all written): a
+// signal on done can be stale, sent by a helper of an earlier region
+// that was taken off its core between its last decrement and its look
+// at waiting, and returning on it would let the step read outputs a
+// helper is still writing.
 func (p *pool) awaitHelpers() {
 	select {
 	case <-p.done: // a signal left from a region that finished unwaited
@@ -103,7 +111,11 @@ func (p *pool) awaitHelpers() {
 		}
 	}
 	p.waiting.Store(true)
-	if p.active.Load() != 0 {
+	// The helper whose decrement brings active to 0 after this load sees
+	// waiting set and signals (or finds a stale signal pending, which
+	// wakes this loop as well): no wake-up is lost.
+	for p.active.Load() != 0 {
+		p.blocks.Add(1)
 		<-p.done
 	}
 	p.waiting.Store(false)

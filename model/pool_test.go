@@ -85,6 +85,47 @@ func TestPool(t *testing.T) {
 	}
 }
 
+// TestPoolStaleSignal: a signal on done that a helper of an earlier
+// region sent late (it was off its core between its last decrement and
+// its look at waiting) does not end the wait of a caller whose region
+// still has a helper in it. The interleaving is forced, not timed: the
+// stale signal goes in once the caller has blocked, and the helper only
+// leaves after the caller has looked at active again.
+func TestPoolStaleSignal(t *testing.T) {
+	p := newPool(2)
+	p.active.Store(1) // a helper still writing its chunk
+	returned := make(chan int32, 1)
+	go func() {
+		p.awaitHelpers()
+		returned <- p.active.Load()
+	}()
+	for p.blocks.Load() < 1 {
+		runtime.Gosched()
+	}
+	p.done <- struct{}{} // the earlier region's helper
+	for p.blocks.Load() < 2 {
+		select {
+		case n := <-returned:
+			t.Fatalf("the caller stopped waiting on a stale signal, %d helper(s) still in the region", n)
+		default:
+			runtime.Gosched()
+		}
+	}
+	// The helper finishes its chunk and leaves as help does.
+	if p.active.Add(-1) == 0 && p.waiting.Load() {
+		select {
+		case p.done <- struct{}{}:
+		default:
+		}
+	}
+	if n := <-returned; n != 0 {
+		t.Fatalf("the caller returned with %d helper(s) in the region", n)
+	}
+	if p.waiting.Load() {
+		t.Fatal("waiting still set after the wait")
+	}
+}
+
 // BenchmarkPoolRegion is the cost of an empty region on every core.
 func BenchmarkPoolRegion(b *testing.B) {
 	p := newPool(runtime.GOMAXPROCS(0))
