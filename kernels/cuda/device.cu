@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
       const size_t rcap = smem_cap + kRingBytes;  // the products' shared memory: the ring after the rest
       // Each product's first weights are requested before the barrier (and
       // the phase) before it: gemm_prime.
-      if (d.mma) gemm_prime(d.layers[0].qkv, shq, rcap);
+      if (d.mma) gemm_prime(d.layers[0].qkv, T, shq, rcap);
       phase_embed(d, T);
       grid.sync();
       prof_mark(d, 1);
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
         const In xn = T > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, L.attn_norm, inv);
         if (d.mma) {
           mphase_qkv(d, L, l, xn, mp);
-          gemm_prime(L.o, shq, rcap);
+          gemm_prime(L.o, T, shq, rcap);
         } else phase_qkv(d, L, l, stage(xn, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 2);
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
         const In att = T > kSmallM && d.mma ? in_bf16(d.ab, d.n_head * d.hd) : in_f32(d.att, d.n_head * d.hd);
         if (d.mma) {
           mphase_residual(d, L.o, att, mp);
-          gemm_prime(L.gu, shq, rcap);
+          gemm_prime(L.gu, T, shq, rcap);
         } else phase_residual(d, L.o, stage(att, T, d.n_head * d.hd, shq, smem_cap), spart);
         grid.sync();
         prof_mark(d, 4);
@@ -117,15 +117,15 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
         const In fn = T > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, L.ffn_norm, inv);
         if (d.mma) {
           mphase_ffn_up(d, L, fn, mp);
-          gemm_prime(L.down, shq, rcap);
+          gemm_prime(L.down, T, shq, rcap);
         } else phase_ffn_up(d, L, stage(fn, T, d.dim, shq, smem_cap));
         grid.sync();
         prof_mark(d, 5);
         const In h = T > kSmallM && d.mma ? in_bf16(d.hb, d.ffn) : in_f32(d.h, d.ffn);
         if (d.mma) {
           mphase_residual(d, L.down, h, mp);
-          if (l + 1 < d.n_layer) gemm_prime(d.layers[l + 1].qkv, shq, rcap);
-          else if (R > 0) gemm_prime(d.output, shq, rcap);
+          if (l + 1 < d.n_layer) gemm_prime(d.layers[l + 1].qkv, T, shq, rcap);
+          else if (R > 0) gemm_prime(d.output, R, shq, rcap);
         } else phase_residual(d, L.down, stage(h, T, d.ffn, shq, smem_cap), spart);
         grid.sync();
         prof_mark(d, 6);

@@ -31,6 +31,10 @@
 //    order, from zero, before the epilogue (by the last block to finish a
 //    tile, found with an atomic counter per tile and pass, for one row;
 //    by the whole grid after a barrier for more, mma.cuh kSpreadM); or,
+//    at one row (kLocalM), a block takes all the chunks of its m16 tiles
+//    (a warp a chunk) and adds them itself in shared memory
+//    (gemm_local_t: the same operations, no partial sums in global memory,
+//    no counter); or,
 //    when a product has enough (tile, pass) pairs of many rows to fill
 //    3/8 of the grid, a block takes all of a tile's chunks for one pass
 //    and adds their sums in chunk order itself (gemm_whole_t: the same
@@ -277,15 +281,17 @@ template <int TY, int TPW = 1> struct WStream {
              (threadIdx.x >> 5) * kRingWarpBytes),
         warp(threadIdx.x >> 5), lane(threadIdx.x & 31), G(w.cols / 32) {}
   __device__ __forceinline__ int units() const { return (W.rows + TPW * kGemmRows - 1) / (TPW * kGemmRows) * W.nk; }
+  // The warp's t-th tile is m16 tile t16.
+  __device__ __forceinline__ void at16(int t, int t16) {
+    const int rlo = t16 * 16 + (lane >> 2);
+    pb[t] = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK : nullptr;
+    slo[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)rlo * G : nullptr;
+    shi[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)(rlo + 8) * G : nullptr;
+  }
   __device__ __forceinline__ void at(int u) {
     const int tile = u / W.nk;
 #pragma unroll
-    for (int t = 0; t < TPW; t++) {
-      const int t16 = tile * (TPW * kGemmRows / 16) + warp * TPW + t, rlo = t16 * 16 + (lane >> 2);
-      pb[t] = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK : nullptr;
-      slo[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)rlo * G : nullptr;
-      shi[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)(rlo + 8) * G : nullptr;
-    }
+    for (int t = 0; t < TPW; t++) at16(t, tile * (TPW * kGemmRows / 16) + warp * TPW + t);
   }
   __device__ __forceinline__ void issue(int j, int st, bool copy = true) {
 #pragma unroll
@@ -306,7 +312,11 @@ template <int TY, int TPW = 1> struct WStream {
   // registers' part.
   __device__ __forceinline__ void prime(int u, bool copy = true) {
     at(u);
-    const int chunk = u % W.nk, j0 = chunk * G / W.nk, j1 = (chunk + 1) * G / W.nk;
+    prime_chunk(u % W.nk, copy);
+  }
+  // The first D groups of a chunk of the tiles set by at / at16.
+  __device__ __forceinline__ void prime_chunk(int chunk, bool copy = true) {
+    const int j0 = chunk * G / W.nk, j1 = (chunk + 1) * G / W.nk;
 #pragma unroll
     for (int i = 0; i < D; i++) {
       if (j0 + i < j1) issue(j0 + i, i, copy);
@@ -509,6 +519,102 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
     epi(t, n, lo, hi);
   }
   clk.lap(4);
+}
+
+// gemm_local_t is gemm_t's product for a step of up to kLocalM rows and a
+// matrix of 2..kWarps chunks, without partial sums in global memory: a
+// unit is R = kWarps / nk m16 tiles with all their chunks (warp w: tile
+// w / nk of the unit, chunk w % nk; warps past R × nk idle), so a block
+// adds each tile's chunk sums itself, in chunk order from zero (chunk_sum's
+// operations), in shared memory after the staged inputs. The inputs are
+// staged once, all K columns (they are few rows: at one row 8-32 KB against
+// the unit's 64-512 KB of weights). At one row this replaces the last
+// block's chain (a fence, a counter, a fence, then the sums from L2: about
+// 4 µs a product at batch 1; batch 1 1.82 -> 1.71 ms a step,
+// bench/logs/issue15-round53-55-local.log). Up to 16 rows, every block
+// staging every input column cost more than the sums (batch 16 2.39 ->
+// 2.55 ms, round 54).
+#ifndef RLM_LOCAL_M
+#define RLM_LOCAL_M 1
+#endif
+constexpr int kLocalM = RLM_LOCAL_M;
+static_assert(kLocalM >= 0 && kLocalM <= kSmallM, "kLocalM");
+__host__ __device__ constexpr size_t gemm_local_smem(int M, int K) {
+  return (size_t)((M + 7) / 8 * 8) * gemm_pitch(K) * 2 + (size_t)kWarps * ((M + 7) / 8) * 32 * 16;
+}
+__device__ __forceinline__ bool gemm_local_ok(const DMat &W, int M, size_t cap) {
+  return M >= 1 && M <= kLocalM && W.nk > 1 && W.nk <= kWarps && gemm_local_smem(M, W.cols) <= cap - kRingBytes;
+}
+template <int TY, class Epi>
+__device__ RLM_GEMM_ATTR void gemm_local_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap,
+                                          GemmScratch s, Epi epi) {
+  constexpr int NT = kLocalM > 8 ? 2 : 1;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int K = W.cols, G = K / 32, nk = W.nk, R = kWarps / nk, nt_used = (M + 7) / 8;
+  const int t16s = (W.rows + 15) / 16, units = (t16s + R - 1) / R;
+  const int r = warp / nk, chunk = warp % nk, j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
+  const bool active = r < R;
+  WStream<TY> ws(W, xs, cap);
+  constexpr int D = WStream<TY>::D;
+  const int pitch = gemm_pitch(K);
+  // [warp][n8 tile][lane]: the lane's four sums of each n8 tile of its chunk.
+  float4 *part = reinterpret_cast<float4 *>(reinterpret_cast<char *>(xs) + (size_t)nt_used * 8 * pitch * 2);
+  GemmClock clk(s.prof, 0);
+  __syncthreads();  // the previous user of the shared memory is done
+  // The first unit's weights are in flight already (gemm_prime).
+  bool primed = (int)blockIdx.x < units;
+  if (primed && active) {
+    ws.at16(0, blockIdx.x * R + r);
+    ws.prime_chunk(chunk, false);
+  }
+  gstage<false>(in, 0, M, 0, K, xs, pitch);
+  __syncthreads();
+  clk.lap(0);
+  const __nv_bfloat16 *xrow = xs + (size_t)g * pitch + 8 * q;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    if (active) {
+      float acc[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+      if (!primed) {
+        ws.at16(0, u * R + r);
+        ws.prime_chunk(chunk);
+      }
+      for (int jb = j0; jb < j1; jb += D) {
+#pragma unroll
+        for (int i = 0; i < D; i++) {
+          const int j = jb + i;
+          if (j < j1) gemm_group<TY>(ws, i, j, j1, xrow + 32 * j, pitch, M, acc, false);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++)
+        if (nt < nt_used) part[(warp * nt_used + nt) * 32 + lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+    }
+    primed = false;
+    clk.lap(1);
+    __syncthreads();
+    for (int e = threadIdx.x; e < R * nt_used * 32; e += kThreads) {
+      const int rr = e / (nt_used * 32), nt = e / 32 % nt_used, ln = e % 32, t16 = u * R + rr;
+      if (t16 >= t16s) continue;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int c = 0; c < nk; c++) {
+        const float4 p = part[((rr * nk + c) * nt_used + nt) * 32 + ln];
+        v.x += p.x;
+        v.y += p.y;
+        v.z += p.z;
+        v.w += p.w;
+      }
+#pragma unroll
+      for (int ee = 0; ee < 2; ee++) {
+        const int t = nt * 8 + 2 * (ln & 3) + ee;
+        if (t < M) epi(t, t16 * 16 + (ln >> 2), ee ? v.y : v.x, ee ? v.w : v.z);
+      }
+    }
+    __syncthreads();  // the sums are read before the next unit writes them
+    clk.lap(2);
+  }
+  cp_wait<0>();
 }
 
 // gemm_whole_t is gemm_t's product (passes of kPass rows) in whole-K
@@ -746,9 +852,16 @@ __device__ RLM_GEMM_ATTR void gemm_whole2_t(const DMat W, const In in, int M, __
 // ring, so that they run while the block waits at the barrier before the
 // product (and through the phase before it: the ring is used by nothing
 // else). Every gemm is primed, once, with its matrix, before it runs.
-__device__ __noinline__ void gemm_prime(const DMat &W, void *smem, size_t cap) {
+__device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t cap) {
+  const bool local = gemm_local_ok(W, M, cap);
   auto go = [&](auto ws) {
-    if ((int)blockIdx.x < ws.units()) ws.prime(blockIdx.x);
+    if (local) {  // gemm_local_t's first unit
+      const int R = kWarps / W.nk, r = ws.warp / W.nk;
+      if (r < R && (int)blockIdx.x < ((W.rows + 15) / 16 + R - 1) / R) {
+        ws.at16(0, blockIdx.x * R + r);
+        ws.prime_chunk(ws.warp % W.nk);
+      }
+    } else if ((int)blockIdx.x < ws.units()) ws.prime(blockIdx.x);
   };
   if (W.type == RLM_TYPE_BF16) go(WStream<RLM_TYPE_BF16>(W, smem, cap));
   else if (W.type == RLM_TYPE_F16) go(WStream<RLM_TYPE_F16>(W, smem, cap));
@@ -759,6 +872,13 @@ __device__ __noinline__ void gemm_prime(const DMat &W, void *smem, size_t cap) {
 template <class Epi>
 __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap, GemmScratch s, Epi epi) {
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
+  if (gemm_local_ok(W, M, cap)) {
+    if (W.type == RLM_TYPE_BF16) gemm_local_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
+    else if (W.type == RLM_TYPE_F16) gemm_local_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);
+    else if (W.type == RLM_TYPE_Q8_0) gemm_local_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
+    else gemm_local_t<RLM_TYPE_F32>(W, in, M, xs, cap, s, epi);
+    return;
+  }
   if (M <= kSmallM) {
     if (W.type == RLM_TYPE_BF16) gemm_t<RLM_TYPE_BF16, kSmallM>(W, in, M, xs, cap, s, epi);
     else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kSmallM>(W, in, M, xs, cap, s, epi);

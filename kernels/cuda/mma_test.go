@@ -133,6 +133,56 @@ func TestTileProductBatchInvariant(t *testing.T) {
 	}
 }
 
+// TestTileProductFewRows: products of a few rows (gemm_local_t where the
+// library takes them: a block adds its tiles' chunk sums itself; else
+// gemm_t), on grids that give a block several units and matrices of 2, 3,
+// 5, 11 and 16 chunks (idle warps, partial tiles): every row has the bits it
+// has alone and the value of the float64 product of the rounded inputs.
+func TestTileProductFewRows(t *testing.T) {
+	needGPU(t)
+	l, err := lib()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, c := range []struct{ n, k, grid int }{
+		{1040, 256, 2},  // 2 chunks: 8 tiles a unit, the last unit a tile
+		{200, 896, 3},   // 3 chunks: 5 tiles a unit, a warp idle
+		{520, 1024, 5},  // 5 chunks: 3 tiles a unit
+		{96, 2048, 11},  // 11 chunks: a tile a unit, 5 warps idle
+		{2048, 2048, 0}, // 16 chunks on the H100's 132 blocks: a tile a unit
+	} {
+		x, w, wf := gemmCase(r, 9, c.n, c.k)
+		alone := make([][]float32, 9)
+		for i := range alone {
+			if alone[i], _, err = l.testGemmGrid(1, c.n, c.k, x[i*c.k:(i+1)*c.k], w, 0, c.grid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, m := range []int{1, 2, 3, 8, 9} {
+			t.Run(fmt.Sprintf("%dx%dx%d-grid%d", m, c.n, c.k, c.grid), func(t *testing.T) {
+				y, _, err := l.testGemmGrid(m, c.n, c.k, x[:m*c.k], w, 0, c.grid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range m {
+					for j := range c.n {
+						if a, b := math.Float32bits(y[i*c.n+j]), math.Float32bits(alone[i][j]); a != b {
+							t.Fatalf("y[%d][%d] = %v among %d rows, %v alone", i, j, y[i*c.n+j], m, alone[i][j])
+						}
+					}
+					for _, j := range []int{0, 7, 8, 15, 16, c.n / 2, c.n - 1} {
+						ref, mag := refDot(x, wf, i, j, c.k)
+						if e := math.Abs(float64(y[i*c.n+j])-ref) / (mag + 1e-30); e > 1e-5 {
+							t.Fatalf("y[%d][%d] = %v, want %v (error %.3g of the magnitude %.3g)", i, j, y[i*c.n+j], ref, e, mag)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestTileProductTwoTilesAWarp: on grids small enough that products of
 // one chunk take units of two tiles a warp at many rows (gemm_whole2_t),
 // with a partial last pass and partial tiles, every row has the bits it
@@ -186,7 +236,7 @@ func BenchmarkTileProduct(b *testing.B) {
 		n, k int
 	}{{"gateup", 16384, 2048}, {"down", 2048, 8192}, {"qkv", 3072, 2048}, {"o", 2048, 2048}} {
 		_, w, _ := gemmCase(r, 1, mat.n, mat.k)
-		for _, m := range []int{1, 16, 64, 256, 2048} {
+		for _, m := range []int{1, 4, 8, 16, 64, 256, 2048} {
 			b.Run(fmt.Sprintf("%s/M%d", mat.name, m), func(b *testing.B) {
 				x := make([]float32, m*mat.k)
 				for i := range x {
