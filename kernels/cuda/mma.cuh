@@ -531,7 +531,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
 // the unit's 64-512 KB of weights). At one row this replaces the last
 // block's chain (a fence, a counter, a fence, then the sums from L2: about
 // 4 µs a product at batch 1; batch 1 1.82 -> 1.71 ms a step,
-// bench/logs/issue15-round53-55-local.log). Up to 16 rows, every block
+// bench/logs/issue15-round53-56-local.log). Up to 16 rows, every block
 // staging every input column cost more than the sums (batch 16 2.39 ->
 // 2.55 ms, round 54).
 #ifndef RLM_LOCAL_M
