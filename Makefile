@@ -9,6 +9,8 @@ BIN       := bin/ringlm
 FUZZTIME  ?= 30s
 NVCC      ?= nvcc
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
+# CUDA_FLAGS: more nvcc flags, e.g. -DRLM_PROF_BLOCKS (kernels/cuda/README.md, Profiling)
+CUDA_FLAGS ?=
 DEFAULT_MODEL := bin/default-tiny-llama.gguf
 PROMPT    ?= package main\n\nimport "fmt"\n\n// fib returns the n-th Fibonacci number.\nfunc fib(n int) int {
 
@@ -75,7 +77,7 @@ run: build
 cuda:
 	@command -v $(NVCC) >/dev/null 2>&1 || { echo "make cuda: nvcc not found. The CUDA device is built on a machine with the CUDA toolkit (nvcc 12+); everything else runs on the CPU device."; exit 1; }
 	@if ls kernels/cuda/*.cu >/dev/null 2>&1; then \
-	  $(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC -shared -o kernels/cuda/libringlm_cuda.so kernels/cuda/*.cu; \
+	  $(NVCC) -O3 -std=c++17 $(CUDA_ARCH) $(CUDA_FLAGS) -Xcompiler -fPIC -shared -o kernels/cuda/libringlm_cuda.so kernels/cuda/*.cu; \
 	else echo "make cuda: no CUDA sources yet (kernels/cuda)"; fi
 
 # Benchmarks (go test -bench); figures go to bench/RESULTS.md by hand.

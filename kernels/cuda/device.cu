@@ -72,19 +72,25 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
           printf("ringlm cuda profile: products of %s rows, block 0, µs/step: staging %.1f weight loop %.1f sums+epilogue %.1f spread barrier %.1f spread sums %.1f\n",
                  k ? "many" : "few", d.gprof[k][0] / n / 1e3, d.gprof[k][1] / n / 1e3, d.gprof[k][2] / n / 1e3, d.gprof[k][3] / n / 1e3,
                  d.gprof[k][4] / n / 1e3);
+        if (kProfBlocks && d.profile > 1) {
+          static const char *const name[9] = {"", "embed", "qkv", "attn", "o", "ffn-up", "down", "head", "sample"};
+          for (int p = 1; p <= 8; p++)
+            printf("ringlm cuda profile: %s, µs/step: the blocks' work mean %.1f, slowest %.1f; barrier after the last %.1f\n",
+                   name[p], d.pbusy[p] / n / gridDim.x / 1e3, d.pslow[p] / n / 1e3, d.psync[p] / n / 1e3);
+        }
       }
       break;
     }
     const int T = *(volatile int *)&d.n_tok, R = *(volatile int *)&d.n_rows;
     if (T > 0) {
       prof_mark(d, 0);
+      prof_block_start(d);
       const size_t rcap = smem_cap + kRingBytes;  // the products' shared memory: the ring after the rest
       // Each product's first weights are requested before the barrier (and
       // the phase) before it: gemm_prime.
       if (d.mma) gemm_prime(d.layers[0].qkv, T, shq, rcap);
       phase_embed(d, T);
-      grid.sync();
-      prof_mark(d, 1);
+      prof_sync(d, grid, 1);
       const MPhase mp{shq, rcap, GemmScratch{d.gpart, d.gcnt, d.profile ? &d.gprof[0][0] : nullptr}};
       // With the tensor-core products of more than kSmallM (= kFuseNorm)
       // rows, the norm phase (of its own then) also writes the normalised
@@ -100,47 +106,40 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
           mphase_qkv(d, L, l, xn, mp);
           gemm_prime(L.o, T, shq, rcap);
         } else phase_qkv(d, L, l, stage(xn, T, d.dim, shq, smem_cap));
-        grid.sync();
-        prof_mark(d, 2);
+        prof_sync(d, grid, 2);
         if (d.attn_tc) phase_attn_tc(d, l, shq);
         else phase_attn(d, l, shq);
-        grid.sync();
-        prof_mark(d, 3);
+        prof_sync(d, grid, 3);
         const In att = T > kSmallM && d.mma ? in_bf16(d.ab, d.n_head * d.hd) : in_f32(d.att, d.n_head * d.hd);
         if (d.mma) {
           mphase_residual(d, L.o, att, mp);
           gemm_prime(L.gu, T, shq, rcap);
         } else phase_residual(d, L.o, stage(att, T, d.n_head * d.hd, shq, smem_cap), spart);
-        grid.sync();
-        prof_mark(d, 4);
+        prof_sync(d, grid, 4);
         inv = norm_factors(d, d.x, T, nullptr, sinv, shd, L.ffn_norm, xb);
         const In fn = T > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, L.ffn_norm, inv);
         if (d.mma) {
           mphase_ffn_up(d, L, fn, mp);
           gemm_prime(L.down, T, shq, rcap);
         } else phase_ffn_up(d, L, stage(fn, T, d.dim, shq, smem_cap));
-        grid.sync();
-        prof_mark(d, 5);
+        prof_sync(d, grid, 5);
         const In h = T > kSmallM && d.mma ? in_bf16(d.hb, d.ffn) : in_f32(d.h, d.ffn);
         if (d.mma) {
           mphase_residual(d, L.down, h, mp);
           if (l + 1 < d.n_layer) gemm_prime(d.layers[l + 1].qkv, T, shq, rcap);
           else if (R > 0) gemm_prime(d.output, R, shq, rcap);
         } else phase_residual(d, L.down, stage(h, T, d.ffn, shq, smem_cap), spart);
-        grid.sync();
-        prof_mark(d, 6);
+        prof_sync(d, grid, 6);
       }
       if (R > 0) {
         const float *inv = norm_factors(d, d.x, R, d.r_tok, sinv, shd, d.out_norm, xb);
         const In xo = R > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, d.out_norm, inv, d.r_tok);
         if (d.mma) mphase_head(d, xo, mp, sbest, sfin);
         else phase_head(d, stage(xo, R, d.dim, shq, smem_cap), sbest, sfin);
-        grid.sync();
-        prof_mark(d, 7);
+        prof_sync(d, grid, 7);
         phase_sample(d, R, ssh, top_tok, top_lp);
       }
-      grid.sync();
-      prof_mark(d, 8);
+      prof_sync(d, grid, 8);
     }
     if (blockIdx.x == 0) leader_finish(d);
   }

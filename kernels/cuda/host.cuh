@@ -509,6 +509,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     DALLOC(d.gpart, float, part);
     DALLOC(d.gcnt, int, cnt);
   }
+  DALLOC(d.pblk, unsigned long long, grid);
   d.stage_cap = max(4 * d.slots * 4, (int)RLM_SLOT_PARAMS_WORDS + kMaxStop + 2 * kMaxBias + d.ctx);
   d.stage_cap = max(d.stage_cap, 4 * 4096);
   DALLOC(d.stage, unsigned, d.stage_cap);
@@ -567,9 +568,14 @@ int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t e
   d.steps_seen = 0;
   {
     const char *pe = getenv("RINGLM_CUDA_PROFILE");
-    d.profile = pe && *pe && strcmp(pe, "0") != 0;
+    d.profile = pe && *pe && strcmp(pe, "0") != 0 ? (strcmp(pe, "2") == 0 ? 2 : 1) : 0;
     memset(d.prof, 0, sizeof d.prof);
     memset(d.gprof, 0, sizeof d.gprof);
+    memset(d.pbusy, 0, sizeof d.pbusy);
+    memset(d.pslow, 0, sizeof d.pslow);
+    memset(d.psync, 0, sizeof d.psync);
+    memset(d.pstep_slow, 0, sizeof d.pstep_slow);
+    memset(d.pstep_done, 0, sizeof d.pstep_done);
     d.prof_last = 0;
   }
   if (!c->dptr) {

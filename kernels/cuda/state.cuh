@@ -135,6 +135,12 @@ struct Dev {
   // grid barrier of a spread product and its sums after it, per product
   // shape (few rows, many).
   unsigned long long gprof[2][5];
+  // RINGLM_CUDA_PROFILE=2 also times every block (prof_sync): per phase,
+  // the blocks' work from the barrier before (summed over blocks, and the
+  // slowest block's), and the barrier's own latency after the last block
+  // arrives; pblk[b] is block b's last barrier exit.
+  unsigned long long *pblk;
+  unsigned long long pbusy[12], pslow[12], psync[12], pstep_slow[12], pstep_done[12];
   unsigned long long trap_step, steps_seen;  // fault injection (rlm_opts.trap_step): trap on that STEP
 };
 
@@ -147,6 +153,49 @@ __device__ __forceinline__ void prof_mark(Dev &d, int phase) {
     else d.prof[11]++;
     d.prof_last = now;
   }
+}
+
+// prof_sync is the grid barrier that ends phase n (then prof_mark), timed
+// per block at RINGLM_CUDA_PROFILE=2 in a library built with
+// -DRLM_PROF_BLOCKS (make cuda CUDA_FLAGS=-DRLM_PROF_BLOCKS): compiled in
+// always, the timing's branches cost batch 1 2.6% with the profile off
+// (1.705 -> 1.749 ms, bench/logs/issue15-round57-block-profile.log).
+#ifdef RLM_PROF_BLOCKS
+constexpr bool kProfBlocks = true;
+#else
+constexpr bool kProfBlocks = false;
+#endif
+__device__ __forceinline__ void prof_block_start(Dev &d) {
+  if (kProfBlocks && d.profile > 1 && threadIdx.x == 0) d.pblk[blockIdx.x] = globaltimer();
+}
+__device__ __forceinline__ void prof_sync(Dev &d, cg::grid_group &grid, int phase) {
+  if (!kProfBlocks) {
+    grid.sync();
+    prof_mark(d, phase);
+    return;
+  }
+  if (d.profile > 1) {
+    __syncthreads();  // the block's last thread is done
+    if (threadIdx.x == 0) {
+      const unsigned long long now = globaltimer(), busy = now - d.pblk[blockIdx.x];
+      atomicAdd(&d.pbusy[phase], busy);
+      atomicMax(&d.pstep_slow[phase], busy);
+      atomicMax(&d.pstep_done[phase], now);
+    }
+  }
+  grid.sync();
+  if (d.profile > 1 && threadIdx.x == 0) {
+    const unsigned long long now = globaltimer();
+    d.pblk[blockIdx.x] = now;
+    if (blockIdx.x == 0) {  // every block's atomics came before the barrier; the next ones after the phase's next barrier
+      volatile unsigned long long *done = &d.pstep_done[phase], *slow = &d.pstep_slow[phase];
+      d.psync[phase] += now > *done ? now - *done : 0;
+      d.pslow[phase] += *slow;
+      *done = 0;
+      *slow = 0;
+    }
+  }
+  prof_mark(d, phase);
 }
 
 __device__ __forceinline__ unsigned long long globaltimer() {
