@@ -309,6 +309,23 @@ template <int HD> __device__ __forceinline__ float *attn_part(const Dev &d, floa
     return d.apart + (size_t)(blockIdx.x * kWarps + w) * attn_part_floats(HD);
 }
 
+// RINGLM_CUDA_PROFILE=2 in a library built with -DRLM_PROF_BLOCKS: a
+// unit's first lane times its parts (Dev.aprof): setup (attn_unit: the
+// step's tables, Q), chunks (K/V, scores, P·V, and a group's wait for its
+// slowest warp), fold, write.
+struct AttnClock {
+  unsigned long long *p, t;
+  __device__ __forceinline__ AttnClock(Dev &d, bool leader)
+      : p(kProfBlocks && d.profile > 1 && leader ? d.aprof : nullptr), t(p ? globaltimer() : 0) {}
+  __device__ __forceinline__ void lap(int part) {
+    if (p) {
+      const unsigned long long now = globaltimer();
+      atomicAdd(&p[part], now - t);
+      t = now;
+    }
+  }
+};
+
 template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int layer, float *sh) {
   constexpr int kStage = 2 * kAttnChunk * (HD + 8) * 2;  // bytes: K and V of a chunk
   constexpr int kStages = 2 * kStage <= kAttnRegionBytes ? 2 : 1;
@@ -325,9 +342,12 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
   for (int round = 0;; round++) {
     const int u = round * groups + ((round & 1) ? groups - 1 - gid : gid);  // alternate directions: long and short tiles mix
     if (u >= units) break;
+    AttnClock clk(d, lane == 0 && k == 0);
+    if (clk.p) atomicAdd(&clk.p[4], 1ull);
     attn_unit<HD>(d, u, U);
     const int cf = U.plo / kAttnChunk, cl = U.phi / kAttnChunk;
     attn_run_init<HD>(R);
+    clk.lap(0);
     if (G == 1) {
       if (kStages == 2) {
         attn_issue<HD>(d, layer, U, cf, region);
@@ -360,7 +380,9 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
         __syncwarp();
       }
       cp_wait<0>();
+      clk.lap(1);
       attn_write<HD>(d, U, R);
+      clk.lap(3);
       continue;
     }
     // A group of G warps: G chunks at a time, partials through global
@@ -394,6 +416,7 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
       }
       __threadfence_block();
       group_sync(bar, G * 32);
+      clk.lap(1);
       if (k == 0) {
         const int n = min(G, cl - r0 + 1);
         for (int w = 0; w < n; w++) {
@@ -412,8 +435,10 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
         }
       }
       group_sync(bar, G * 32);
+      clk.lap(2);
     }
     if (k == 0) attn_write<HD>(d, U, R);
+    clk.lap(3);
   }
 }
 

@@ -77,6 +77,9 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
           for (int p = 1; p <= 8; p++)
             printf("ringlm cuda profile: %s, µs/step: the blocks' work mean %.1f, slowest %.1f; barrier after the last %.1f\n",
                    name[p], d.pbusy[p] / n / gridDim.x / 1e3, d.pslow[p] / n / 1e3, d.psync[p] / n / 1e3);
+          const double u = d.aprof[4] ? (double)d.aprof[4] : 1.0;
+          printf("ringlm cuda profile: attention, %.1f units a step; µs a unit: setup %.2f chunks %.2f fold %.2f write %.2f\n",
+                 d.aprof[4] / n, d.aprof[0] / u / 1e3, d.aprof[1] / u / 1e3, d.aprof[2] / u / 1e3, d.aprof[3] / u / 1e3);
         }
       }
       break;

@@ -576,6 +576,7 @@ int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t e
     memset(d.psync, 0, sizeof d.psync);
     memset(d.pstep_slow, 0, sizeof d.pstep_slow);
     memset(d.pstep_done, 0, sizeof d.pstep_done);
+    memset(d.aprof, 0, sizeof d.aprof);
     d.prof_last = 0;
   }
   if (!c->dptr) {

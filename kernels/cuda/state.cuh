@@ -141,6 +141,9 @@ struct Dev {
   // arrives; pblk[b] is block b's last barrier exit.
   unsigned long long *pblk;
   unsigned long long pbusy[12], pslow[12], psync[12], pstep_slow[12], pstep_done[12];
+  // and attention's units (attn_tc.cuh AttnClock): time in setup, chunks,
+  // fold and write summed over units, and the units.
+  unsigned long long aprof[5];
   unsigned long long trap_step, steps_seen;  // fault injection (rlm_opts.trap_step): trap on that STEP
 };
 
