@@ -545,13 +545,19 @@ __host__ __device__ constexpr size_t gemm_local_smem(int M, int K) {
 __device__ __forceinline__ bool gemm_local_ok(const DMat &W, int M, size_t cap) {
   return M >= 1 && M <= kLocalM && W.nk > 1 && W.nk <= kWarps && gemm_local_smem(M, W.cols) <= cap - kRingBytes;
 }
+// gemm_local_t's units of a matrix: R = kWarps / nk m16 tiles each (gemm_prime
+// primes the same first unit).
+__device__ __forceinline__ int gemm_local_units(const DMat &W) {
+  const int R = kWarps / W.nk;
+  return ((W.rows + 15) / 16 + R - 1) / R;
+}
 template <int TY, class Epi>
 __device__ RLM_GEMM_ATTR void gemm_local_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap,
                                           GemmScratch s, Epi epi) {
   constexpr int NT = kLocalM > 8 ? 2 : 1;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int K = W.cols, G = K / 32, nk = W.nk, R = kWarps / nk, nt_used = (M + 7) / 8;
-  const int t16s = (W.rows + 15) / 16, units = (t16s + R - 1) / R;
+  const int t16s = (W.rows + 15) / 16, units = gemm_local_units(W);
   const int r = warp / nk, chunk = warp % nk, j0 = chunk * G / nk, j1 = (chunk + 1) * G / nk;
   const bool active = r < R;
   WStream<TY> ws(W, xs, cap);
@@ -857,7 +863,7 @@ __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t
   auto go = [&](auto ws) {
     if (local) {  // gemm_local_t's first unit
       const int R = kWarps / W.nk, r = ws.warp / W.nk;
-      if (r < R && (int)blockIdx.x < ((W.rows + 15) / 16 + R - 1) / R) {
+      if (r < R && (int)blockIdx.x < gemm_local_units(W)) {
         ws.at16(0, blockIdx.x * R + r);
         ws.prime_chunk(ws.warp % W.nk);
       }
