@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
   __shared__ int sfin[kBestRows];
   for (;;) {
     if (blockIdx.x == 0) leader_fetch(d);
-    grid.sync();
+    gsync();
     if (*(volatile int *)&d.stop) {
       if (d.profile && blockIdx.x == 0 && threadIdx.x == 0) {
         const double n = d.prof[11] ? (double)d.prof[11] : 1.0;

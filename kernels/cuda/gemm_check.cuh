@@ -80,6 +80,9 @@ extern "C" int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X,
   DMat dmv = dm;
   GemmScratch gsv = gs;
   const __nv_bfloat16 *xbv = nullptr;
+  void *gb = nullptr;  // the grid barrier's state (gsync)
+  CKR(cudaGetSymbolAddress(&gb, g_bar), bail());
+  CKR(cudaMemset(gb, 0, sizeof(GridBar)), bail());
   void *args[] = {&dmv, &dx, &xbv, &m, &gsv, &y, &capv};
   auto launch = [&]() { return cudaLaunchCooperativeKernel((void *)gemm_check, dim3(grid), dim3(kThreads), args, cap, 0); };
   CKR(launch(), bail());  // warm-up, and the answer from float inputs

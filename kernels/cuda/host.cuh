@@ -588,6 +588,11 @@ int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t e
     }
   }
   CKR(cudaMemcpy(c->dptr, &d, sizeof(Dev), cudaMemcpyHostToDevice), -1);
+  {
+    void *gb = nullptr;  // the grid barrier's state (gsync), in case a kernel before left it mid-barrier
+    CKR(cudaGetSymbolAddress(&gb, g_bar), -1);
+    CKR(cudaMemsetAsync(gb, 0, sizeof(GridBar), c->stream), -1);
+  }
   void *args[] = {&c->dptr};
   CKR(cudaLaunchCooperativeKernel((void *)persistent, dim3(c->info.grid_blocks), dim3(kThreads), args, c->shmem, c->stream), -1);
   c->info.launches++;

@@ -508,7 +508,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
   }
   cp_wait<0>();
   if (!spread) return;
-  cg::this_grid().sync();
+  gsync();
   clk.lap(3);
   const size_t total = (size_t)tiles * M * kPairs;
   for (size_t e = (size_t)blockIdx.x * kThreads + threadIdx.x; e < total; e += (size_t)gridDim.x * kThreads) {

@@ -112,7 +112,7 @@ __device__ const float *norm_factors(Dev &d, const float *x, int T, const int *m
       *reinterpret_cast<uint4 *>(xb + (size_t)t * d.dim + c) = pack8(f);
     }
   }
-  cg::this_grid().sync();
+  gsync();
   return d.inv;
 }
 

@@ -149,6 +149,48 @@ struct Dev {
 
 __device__ __forceinline__ unsigned long long globaltimer();
 
+// gsync is the kernel's grid barrier. By default cooperative groups' (its
+// arrival: a fence, an atomic add on a counter every block then polls, a
+// fence on the way out). With -DRLM_GRID_BAR (an experiment: the barriers
+// cost 2.1-2.6 µs each after the last block arrives, 81 a step,
+// bench/logs/issue15-round57-block-profile.log): one release/acquire
+// add per block on a counter, and the last block to arrive publishes a new
+// generation on a line of its own that the others poll with acquire loads,
+// no fence. The launch stays cooperative (every block resident).
+struct GridBar {
+  unsigned count;
+  unsigned pad0[31];
+  unsigned gen;
+  unsigned pad1[31];
+};
+__device__ GridBar g_bar;  // one persistent kernel per device at a time; zeroed by rlm_start
+#ifdef RLM_GRID_BAR
+__device__ __forceinline__ void gsync() {
+  __syncthreads();  // the block's writes come before thread 0's release
+  if (threadIdx.x == 0) {
+    unsigned gen, old;
+    // The generation before arriving (the release add orders this load
+    // before it): it cannot move on before this block arrives.
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(&g_bar.gen) : "memory");
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(&g_bar.count) : "memory");
+    if (old == gridDim.x - 1) {
+      // The last: reset the count for the next barrier, then publish (the
+      // release orders the reset before the new generation).
+      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(&g_bar.count) : "memory");
+      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(&g_bar.gen), "r"(gen + 1) : "memory");
+    } else {
+      unsigned g;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(&g_bar.gen) : "memory");
+      } while (g == gen);
+    }
+  }
+  __syncthreads();  // every thread's later accesses come after the acquire
+}
+#else
+__device__ __forceinline__ void gsync() { cg::this_grid().sync(); }
+#endif
+
 __device__ __forceinline__ void prof_mark(Dev &d, int phase) {
   if (d.profile && blockIdx.x == 0 && threadIdx.x == 0) {
     const unsigned long long now = globaltimer();
@@ -173,7 +215,7 @@ __device__ __forceinline__ void prof_block_start(Dev &d) {
 }
 __device__ __forceinline__ void prof_sync(Dev &d, cg::grid_group &grid, int phase) {
   if (!kProfBlocks) {
-    grid.sync();
+    gsync();
     prof_mark(d, phase);
     return;
   }
@@ -186,7 +228,7 @@ __device__ __forceinline__ void prof_sync(Dev &d, cg::grid_group &grid, int phas
       atomicMax(&d.pstep_done[phase], now);
     }
   }
-  grid.sync();
+  gsync();
   if (d.profile > 1 && threadIdx.x == 0) {
     const unsigned long long now = globaltimer();
     d.pblk[blockIdx.x] = now;
