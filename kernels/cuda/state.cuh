@@ -149,14 +149,16 @@ struct Dev {
 
 __device__ __forceinline__ unsigned long long globaltimer();
 
-// gsync is the kernel's grid barrier. By default cooperative groups' (its
-// arrival: a fence, an atomic add on a counter every block then polls, a
-// fence on the way out). With -DRLM_GRID_BAR (an experiment: the barriers
-// cost 2.1-2.6 µs each after the last block arrives, 81 a step,
-// bench/logs/issue15-round57-block-profile.log): one release/acquire
-// add per block on a counter, and the last block to arrive publishes a new
-// generation on a line of its own that the others poll with acquire loads,
-// no fence. The launch stays cooperative (every block resident).
+// gsync is the kernel's grid barrier: one release/acquire add per block on
+// a counter, and the last block to arrive publishes a new generation on a
+// line of its own that the others poll with acquire loads, no fence (the
+// launch stays cooperative: every block resident). Cooperative groups'
+// barrier (a fence, the add, the poll, a fence on the way out) cost
+// 2.1-2.6 µs after the last arrival, 81 barriers a step
+// (bench/logs/issue15-round57-block-profile.log); this one, batch 1 1.745
+// -> 1.68 ms a step, batch 64 3.52 -> 3.47 on the H100, the same bits
+// (bench/logs/issue15-round59-gridbar.log). -DRLM_COOP_BAR builds the
+// cooperative groups' one instead.
 struct GridBar {
   unsigned count;
   unsigned pad0[31];
@@ -164,7 +166,7 @@ struct GridBar {
   unsigned pad1[31];
 };
 __device__ GridBar g_bar;  // one persistent kernel per device at a time; zeroed by rlm_start
-#ifdef RLM_GRID_BAR
+#ifndef RLM_COOP_BAR
 __device__ __forceinline__ void gsync() {
   __syncthreads();  // the block's writes come before thread 0's release
   if (threadIdx.x == 0) {
