@@ -79,6 +79,43 @@ __device__ __forceinline__ unsigned pack_h2(float lo, float hi) {
 // Named barrier of a group of n threads (id 1..15; 0 is __syncthreads).
 __device__ __forceinline__ void group_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 
+// The Dev fields the phase reads, loaded once into registers: read
+// through Dev (in global memory), each would be loaded again after every
+// store and cp.async the compiler cannot prove apart from it (a chain of
+// loads before each K/V copy and each output store).
+struct AttnEnv {
+  const float *q;
+  float *att;
+  __nv_bfloat16 *ab;
+  const __half *kc, *vc;  // the layer's K and V cache
+  const int *btab;
+  const int4 *tiles;
+  int n_head, n_kv, hpt, nsub, max_bpb, window, bs;
+  size_t blk;  // elements from one KV block to the next: n_kv × bs × hd
+  bool b16;    // the output in BF16 (d.ab) for the tensor-core output projection of more than kSmallM rows
+};
+template <int HD> __device__ __forceinline__ AttnEnv attn_env(const Dev &d, int layer) {
+  AttnEnv E;
+  E.q = d.q;
+  E.att = d.att;
+  E.ab = d.ab;
+  const size_t lay = (size_t)layer * d.num_blocks * d.n_kv * d.bs * HD;
+  E.kc = d.kcache + lay;
+  E.vc = d.vcache + lay;
+  E.btab = d.btab;
+  E.tiles = d.a_tile;
+  E.n_head = d.n_head;
+  E.n_kv = d.n_kv;
+  E.hpt = d.a_hpt;
+  E.nsub = d.a_nsub;
+  E.max_bpb = d.max_bpb;
+  E.window = d.window;
+  E.bs = d.bs;
+  E.blk = (size_t)d.n_kv * d.bs * HD;
+  E.b16 = d.mma && d.n_tok > kSmallM;
+  return E;
+}
+
 // A unit as a lane sees it: its two query rows (g and g + 8 of the m16
 // tile, g = lane / 4), the tile's positions, Q as mma A fragments.
 template <int HD> struct AttnUnit {
@@ -96,40 +133,46 @@ template <int HD> struct AttnRun {
   float o[HD / 8][4];
 };
 
-// The lane's row i (0: g, 1: g + 8) of U in base: d.q (its Q) or d.att
-// (its result).
-template <int HD> __device__ __forceinline__ size_t attn_row_at(const Dev &d, const AttnUnit<HD> &U, int i) {
-  const int r = (threadIdx.x & 31) / 4 + 8 * i, group = d.n_head / d.n_kv;
-  const int head = U.kvh * group + U.sub * d.a_hpt + r % d.a_hpt;
-  return (size_t)(U.t0 + r / d.a_hpt) * (d.n_head * HD) + head * HD;
-}
-template <int HD> __device__ __forceinline__ float *attn_row(const Dev &d, const AttnUnit<HD> &U, int i, float *base) {
-  return base + attn_row_at(d, U, i);
+// The lane's row i (0: g, 1: g + 8) of U in d.q (its Q) or d.att (its
+// result), as an offset.
+template <int HD> __device__ __forceinline__ size_t attn_row_at(const AttnEnv &E, const AttnUnit<HD> &U, int i) {
+  const int r = (threadIdx.x & 31) / 4 + 8 * i, group = E.n_head / E.n_kv;
+  const int head = U.kvh * group + U.sub * E.hpt + r % E.hpt;
+  return (size_t)(U.t0 + r / E.hpt) * (E.n_head * HD) + head * HD;
 }
 
-template <int HD> __device__ __forceinline__ void attn_unit(const Dev &d, int u, AttnUnit<HD> &U) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  const int group = d.n_head / d.n_kv, hpt = d.a_hpt, nsub = d.a_nsub;
-  const int tile = u / (d.n_kv * nsub), rem = u % (d.n_kv * nsub);
+// Unit u's tile and rows: one load (the leader's tile record: first
+// token, tokens, slot, first position; a tile's tokens are consecutive
+// positions of its slot).
+template <int HD> __device__ __forceinline__ void attn_unit(const AttnEnv &E, int u, AttnUnit<HD> &U) {
+  const int lane = threadIdx.x & 31, g = lane >> 2;
+  const int group = E.n_head / E.n_kv, hpt = E.hpt, nsub = E.nsub;
+  const int tile = u / (E.n_kv * nsub), rem = u % (E.n_kv * nsub);
   U.kvh = rem / nsub;
   const int sub = U.sub = rem % nsub;
-  const int tv = d.a_tile[tile], t0 = U.t0 = tv >> 5, nt = tv & 31;
-  const int slot = d.t_slot[t0];
-  U.tab = d.btab + (size_t)slot * d.max_bpb;
-  const int p0 = d.t_pos[t0], p1 = d.t_pos[t0 + nt - 1];
-  U.plo = d.window > 0 ? max(0, p0 - d.window + 1) : 0;
-  U.phi = p1;
-  const float *qrow[2];
+  const int4 tv = __ldcg(E.tiles + tile);  // written by the leader this step
+  const int t0 = U.t0 = tv.x, nt = tv.y, p0 = tv.w;
+  U.tab = E.btab + (size_t)tv.z * E.max_bpb;
+  U.plo = E.window > 0 ? max(0, p0 - E.window + 1) : 0;
+  U.phi = p0 + nt - 1;
 #pragma unroll
   for (int i = 0; i < 2; i++) {
     const int r = g + 8 * i, tt = r / hpt, hh = sub * hpt + r % hpt;
     const bool ok = tt < nt && hh < group;
-    U.pos[i] = ok ? d.t_pos[t0 + tt] : -1;
-    U.lo[i] = ok && d.window > 0 ? max(0, U.pos[i] - d.window + 1) : 0;
-    qrow[i] = ok ? attn_row(d, U, i, d.q) : nullptr;
+    U.pos[i] = ok ? p0 + tt : -1;
+    U.lo[i] = ok && E.window > 0 ? max(0, U.pos[i] - E.window + 1) : 0;
   }
-  // A fragments: row g (regs 0, 2) and g + 8 (1, 3), columns 2c, 2c + 1
-  // (0, 1) and 2c + 8, 2c + 9 (2, 3) of each 16-column step.
+}
+
+// Q of the lane's rows as A fragments: row g (regs 0, 2) and g + 8 (1, 3),
+// columns 2c, 2c + 1 (0, 1) and 2c + 8, 2c + 9 (2, 3) of each 16-column
+// step. After the unit's first K/V copies are issued, so that the two
+// loads' latencies overlap.
+template <int HD> __device__ __forceinline__ void attn_q(const AttnEnv &E, AttnUnit<HD> &U) {
+  const int c = threadIdx.x & 3;
+  const float *qrow[2];
+#pragma unroll
+  for (int i = 0; i < 2; i++) qrow[i] = U.pos[i] >= 0 ? E.q + attn_row_at(E, U, i) : nullptr;
 #pragma unroll
   for (int k = 0; k < HD / 16; k++)
 #pragma unroll
@@ -147,23 +190,28 @@ template <int HD> __device__ __forceinline__ void attn_unit(const Dev &d, int u,
 
 // The K and V of chunk ch (positions 16ch..16ch + 15) into a stage at
 // shared address st: K rows, then V rows, (HD + 8) halves apart; the
-// positions outside the tile's plo..phi are zeros.
-template <int HD> __device__ __forceinline__ void attn_issue(const Dev &d, int layer, const AttnUnit<HD> &U, int ch, uint32_t st) {
+// positions outside the tile's plo..phi are zeros. The block table's
+// entries are loaded first, all at once, then every copy issued.
+template <int HD> __device__ __forceinline__ void attn_issue(const AttnEnv &E, const AttnUnit<HD> &U, int ch, uint32_t st) {
   const int lane = threadIdx.x & 31;
   constexpr int per_row = HD / 8;  // 16-byte pieces of a position's K (or V); lane l takes pieces l, l + 32, …
   constexpr int kvstride = kAttnChunk * (HD + 8) * 2;  // bytes from the K rows to the V rows
-  const size_t head = ((size_t)layer * d.num_blocks * d.n_kv + U.kvh) * d.bs * HD;
-  constexpr int per_mat = kAttnChunk * per_row;
+  constexpr int per_mat = kAttnChunk * per_row, n = per_mat / 32;
+  const __half *kh = E.kc + (size_t)U.kvh * E.bs * HD, *vh = E.vc + (size_t)U.kvh * E.bs * HD;
+  size_t off[n];
 #pragma unroll
-  for (int k = 0; k < per_mat / 32; k++) {
+  for (int k = 0; k < n; k++) {
     const int i = lane + 32 * k, row = i / per_row, col = i % per_row;
     const int p = ch * kAttnChunk + row;
-    const bool ok = p >= U.plo && p <= U.phi;
-    size_t off = 0;
-    if (ok) off = head + ((size_t)U.tab[p / d.bs] * d.n_kv * d.bs + p % d.bs) * HD + col * 8;
+    off[k] = p >= U.plo && p <= U.phi ? ((size_t)U.tab[p / E.bs] * E.blk + (size_t)(p % E.bs) * HD + col * 8) : ~(size_t)0;
+  }
+#pragma unroll
+  for (int k = 0; k < n; k++) {
+    const int i = lane + 32 * k, row = i / per_row, col = i % per_row;
     const uint32_t dst = st + (uint32_t)((row * (HD + 8) + col * 8) * 2);
-    cp16(dst, d.kcache + off, ok ? 16 : 0);
-    cp16(dst + kvstride, d.vcache + off, ok ? 16 : 0);
+    const bool ok = off[k] != ~(size_t)0;
+    cp16(dst, kh + (ok ? off[k] : 0), ok ? 16 : 0);
+    cp16(dst + kvstride, vh + (ok ? off[k] : 0), ok ? 16 : 0);
   }
 }
 
@@ -280,19 +328,18 @@ template <int HD> __device__ __forceinline__ void attn_run_init(AttnRun<HD> &R) 
 // O / l into d.att for the lane's rows; for a tensor-core output
 // projection of more than kSmallM rows, into d.ab as it stages them (BF16,
 // rounded once).
-template <int HD> __device__ __forceinline__ void attn_write(Dev &d, const AttnUnit<HD> &U, const AttnRun<HD> &R) {
+template <int HD> __device__ __forceinline__ void attn_write(const AttnEnv &E, const AttnUnit<HD> &U, const AttnRun<HD> &R) {
   const int c = threadIdx.x & 3;
-  const bool b16 = d.mma && d.n_tok > kSmallM;
 #pragma unroll
   for (int i = 0; i < 2; i++) {
     if (U.pos[i] < 0) continue;
     const float inv = __frcp_rn(R.l[i]);
-    const size_t at = attn_row_at(d, U, i) + 2 * c;
+    const size_t at = attn_row_at(E, U, i) + 2 * c;
 #pragma unroll
     for (int j = 0; j < HD / 8; j++) {
       const float v0 = __fmul_rn(R.o[j][2 * i], inv), v1 = __fmul_rn(R.o[j][2 * i + 1], inv);
-      if (b16) *reinterpret_cast<unsigned *>(d.ab + at + 8 * j) = pack_bf16(v0, v1);
-      else *reinterpret_cast<float2 *>(d.att + at + 8 * j) = make_float2(v0, v1);
+      if (E.b16) *reinterpret_cast<unsigned *>(E.ab + at + 8 * j) = pack_bf16(v0, v1);
+      else *reinterpret_cast<float2 *>(E.att + at + 8 * j) = make_float2(v0, v1);
     }
   }
 }
@@ -311,7 +358,7 @@ template <int HD> __device__ __forceinline__ float *attn_part(const Dev &d, floa
 
 // RINGLM_CUDA_PROFILE=2 in a library built with -DRLM_PROF_BLOCKS: a
 // unit's first lane times its parts (Dev.aprof): setup (attn_unit: the
-// step's tables, Q), chunks (K/V, scores, P·V, and a group's wait for its
+// tile's record), chunks (Q, K/V, scores, P·V, and a group's wait for its
 // slowest warp), fold, write.
 struct AttnClock {
   unsigned long long *p, t;
@@ -337,6 +384,7 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
   int G = kWarps;
   while (G > 1 && units * G > nw) G >>= 1;
   const int groups = nw / G, gid = blockIdx.x * (kWarps / G) + wib / G, k = wib % G;
+  const AttnEnv E = attn_env<HD>(d, layer);
   AttnUnit<HD> U;
   AttnRun<HD> R;
   for (int round = 0;; round++) {
@@ -344,23 +392,24 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
     if (u >= units) break;
     AttnClock clk(d, lane == 0 && k == 0);
     if (clk.p) atomicAdd(&clk.p[4], 1ull);
-    attn_unit<HD>(d, u, U);
+    attn_unit<HD>(E, u, U);
     const int cf = U.plo / kAttnChunk, cl = U.phi / kAttnChunk;
     attn_run_init<HD>(R);
     clk.lap(0);
     if (G == 1) {
       if (kStages == 2) {
-        attn_issue<HD>(d, layer, U, cf, region);
+        attn_issue<HD>(E, U, cf, region);
         cp_commit();
       }
+      attn_q<HD>(E, U);
       for (int ch = cf; ch <= cl; ch++) {
         const uint32_t st = region + (kStages == 2 ? (uint32_t)(((ch - cf) & 1) * kStage) : 0u);
         if (kStages == 2) {
-          if (ch < cl) attn_issue<HD>(d, layer, U, ch + 1, region + (uint32_t)((((ch - cf) & 1) ^ 1) * kStage));
+          if (ch < cl) attn_issue<HD>(E, U, ch + 1, region + (uint32_t)((((ch - cf) & 1) ^ 1) * kStage));
           cp_commit();
           cp_wait<1>();
         } else {
-          attn_issue<HD>(d, layer, U, ch, st);
+          attn_issue<HD>(E, U, ch, st);
           cp_commit();
           cp_wait<0>();
         }
@@ -381,7 +430,7 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
       }
       cp_wait<0>();
       clk.lap(1);
-      attn_write<HD>(d, U, R);
+      attn_write<HD>(E, U, R);
       clk.lap(3);
       continue;
     }
@@ -392,8 +441,9 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
     for (int r0 = cf; r0 <= cl; r0 += G) {
       const int ch = r0 + k;
       if (ch <= cl) {
-        attn_issue<HD>(d, layer, U, ch, region);
+        attn_issue<HD>(E, U, ch, region);
         cp_commit();
+        if (r0 == cf) attn_q<HD>(E, U);  // a warp's Q before its first chunk (the k == 0 warp always has one)
         cp_wait<0>();
         __syncwarp();
         float mc[2], lc[2];
@@ -437,7 +487,7 @@ template <int HD> __device__ __noinline__ void phase_attn_tc_hd(Dev &d, int laye
       group_sync(bar, G * 32);
       clk.lap(2);
     }
-    if (k == 0) attn_write<HD>(d, U, R);
+    if (k == 0) attn_write<HD>(E, U, R);
     clk.lap(3);
   }
 }

@@ -321,7 +321,8 @@ __device__ void leader_fetch(Dev &d) {
             s.pos += ntok;
             s_tok = t0 + ntok;
             // The entry's attention tiles (attn_tc.cuh): a_tpt tokens each.
-            for (uint32_t j = 0; j < ntok; j += d.a_tpt) d.a_tile[s_tiles++] = (int)(t0 + j) << 5 | (int)min((uint32_t)d.a_tpt, ntok - j);
+            for (uint32_t j = 0; j < ntok; j += d.a_tpt)
+              d.a_tile[s_tiles++] = make_int4((int)(t0 + j), (int)min((uint32_t)d.a_tpt, ntok - j), eslot, s.pos - (int)ntok + (int)j);
             s_exec++;
             if (flags & RLM_ENTRY_SAMPLE) {
               d.r_tok[s_rows] = t0 + ntok - 1;

@@ -477,7 +477,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   DALLOC(d.t_pos, int, T);
   DALLOC(d.t_id, int, T);
   DALLOC(d.t_kv, size_t, T);
-  DALLOC(d.a_tile, int, T);
+  DALLOC(d.a_tile, int4, T);
   // Warp groups' chunk partials of wide heads (attn_part: up to 64 they stay in shared memory).
   if (d.attn_tc && d.hd > 64) DALLOC(d.apart, float, (size_t)grid * kWarps * attn_part_floats(d.hd));
   DALLOC(d.r_tok, int, d.slots);

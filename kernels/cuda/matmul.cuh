@@ -19,35 +19,44 @@ struct MPhase {
 // QKV: rows permuted into RoPE pairs (qkv_pair), so a thread holds both
 // halves of a pair for its token.
 __device__ void mphase_qkv(Dev &d, const DLayer &L, int layer, const In &in, const MPhase &mp) {
-  const int qd = d.n_head * d.hd, kvd = d.n_kv * d.hd, npairs = (qd + 2 * kvd) / 2;
-  gemm(L.qkv, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float v0, float v1) {
+  // Dev's fields as values the epilogue captures (read through Dev, each
+  // would be loaded again after every store the compiler cannot prove
+  // apart from it).
+  const int n_head = d.n_head, n_kv = d.n_kv, hd = d.hd, rope_dim = d.rope_dim, neox = d.neox;
+  const int qd = n_head * hd, kvd = n_kv * hd, npairs = (qd + 2 * kvd) / 2;
+  const float *const bias = L.qkv_bias;
+  const float2 *const rope_cs = d.rope_cs;
+  const size_t *const t_kv = d.t_kv;
+  float *const q = d.q;
+  // ((((layer · blocks + blk) · n_kv + kv head) · bs + pos % bs) · hd, with
+  // the token's part (blk, pos) from the embedding phase: one load here
+  // instead of three dependent ones (t_pos, t_slot, then btab).
+  const size_t lay = (size_t)layer * d.num_blocks * n_kv * d.bs * hd, hstride = (size_t)d.bs * hd;
+  __half *const kc = d.kcache + lay, *const vc = d.vcache + lay;
+  gemm(L.qkv, in, d.n_tok, mp.smem, mp.cap, mp.s, [=](int t, int n, float v0, float v1) {
     const int p = (n / 16) * 8 + n % 16;
     if (p >= npairs) return;
-    const QKVPair pr = qkv_pair(p, d.n_head, d.n_kv, d.hd, d.rope_dim, d.neox);
-    if (L.qkv_bias) {
-      v0 += L.qkv_bias[pr.r0];
-      v1 += L.qkv_bias[pr.r1];
+    const QKVPair pr = qkv_pair(p, n_head, n_kv, hd, rope_dim, neox);
+    if (bias) {
+      v0 += bias[pr.r0];
+      v1 += bias[pr.r1];
     }
     if (pr.rope >= 0) {
-      const float2 cs = d.rope_cs[t * 64 + pr.rope];
+      const float2 cs = rope_cs[t * 64 + pr.rope];
       const float x0 = v0, x1 = v1;
       v0 = x0 * cs.x - x1 * cs.y;
       v1 = x0 * cs.y + x1 * cs.x;
     }
     if (pr.r0 < qd) {
-      d.q[(size_t)t * qd + pr.r0] = v0;
-      d.q[(size_t)t * qd + pr.r1] = v1;
+      q[(size_t)t * qd + pr.r0] = v0;
+      q[(size_t)t * qd + pr.r1] = v1;
       return;
     }
     const bool isv = pr.r0 >= qd + kvd;
     const int rr0 = pr.r0 - qd - (isv ? kvd : 0), rr1 = pr.r1 - qd - (isv ? kvd : 0);
-    // ((((layer · blocks + blk) · n_kv + kv head) · bs + pos % bs) · hd, with
-    // the token's part (blk, pos) from the embedding phase: one load here
-    // instead of three dependent ones (t_pos, t_slot, then btab).
-    __half *cache = isv ? d.vcache : d.kcache;
-    const size_t base = (((size_t)layer * d.num_blocks * d.n_kv + rr0 / d.hd) * d.bs) * d.hd + d.t_kv[t];
-    cache[base + rr0 % d.hd] = __float2half_rn(v0);
-    cache[base + rr1 % d.hd] = __float2half_rn(v1);
+    __half *cache = (isv ? vc : kc) + (size_t)(rr0 / hd) * hstride + t_kv[t];
+    cache[rr0 % hd] = __float2half_rn(v0);
+    cache[rr1 % hd] = __float2half_rn(v1);
   });
 }
 
@@ -60,10 +69,12 @@ __device__ void mphase_qkv(Dev &d, const DLayer &L, int layer, const In &in, con
 // flush subnormal values (below 1.2e-38) to zero where the CPU keeps them:
 // far below the closeness the GPU is held to, and the same in every batch.
 __device__ void mphase_residual(Dev &d, const DMat &W, const In &in, const MPhase &mp) {
-  gemm(W, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float v0, float v1) {
-    float *x = d.x + (size_t)t * d.dim;
-    if (n < W.rows) atomicAdd(x + n, v0);
-    if (n + 8 < W.rows) atomicAdd(x + n + 8, v1);
+  float *const xr = d.x;
+  const int dim = d.dim, rows = W.rows;
+  gemm(W, in, d.n_tok, mp.smem, mp.cap, mp.s, [=](int t, int n, float v0, float v1) {
+    float *x = xr + (size_t)t * dim;
+    if (n < rows) atomicAdd(x + n, v0);
+    if (n + 8 < rows) atomicAdd(x + n + 8, v1);
   });
 }
 
@@ -72,12 +83,15 @@ __device__ void mphase_residual(Dev &d, const DMat &W, const In &in, const MPhas
 // and up rows interleaved by eights at upload, so a thread holds both.
 __device__ void mphase_ffn_up(Dev &d, const DLayer &L, const In &in, const MPhase &mp) {
   const bool b16 = d.n_tok > kSmallM;
-  gemm(L.gu, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float g, float u) {
+  const int ffn = d.ffn;
+  __nv_bfloat16 *const hb = d.hb;
+  float *const h = d.h;
+  gemm(L.gu, in, d.n_tok, mp.smem, mp.cap, mp.s, [=](int t, int n, float g, float u) {
     const int r = (n / 16) * 8 + n % 16;
-    if (r >= d.ffn) return;
+    if (r >= ffn) return;
     const float s = g / (1.f + (float)exp((double)-g));
-    if (b16) d.hb[(size_t)t * d.ffn + r] = __float2bfloat16_rn(s * u);  // as the down projection stages it
-    else d.h[(size_t)t * d.ffn + r] = s * u;
+    if (b16) hb[(size_t)t * ffn + r] = __float2bfloat16_rn(s * u);  // as the down projection stages it
+    else h[(size_t)t * ffn + r] = s * u;
   });
 }
 
@@ -90,18 +104,21 @@ __device__ void mphase_head(Dev &d, const In &in, const MPhase &mp, unsigned lon
     for (int i = threadIdx.x; i < R; i += kThreads) sbest[i] = 0, sfin[i] = 0;
     __syncthreads();
   }
-  auto one = [&](int t, int n, float v) {
-    if (n >= d.vocab) return;
-    d.logits[(size_t)t * d.vocab + n] = v;
+  const int vocab = d.vocab;
+  float *const logits = d.logits;
+  int *const r_finite = d.r_finite;
+  auto one = [=](int t, int n, float v) {
+    if (n >= vocab) return;
+    logits[(size_t)t * vocab + n] = v;
     const bool fin = isfinite(v);
     if (best) {
       atomicMax(&sbest[t], keyof(clean(v), n));  // the raw value: clean() makes +Inf the largest float
       if (fin) sfin[t] = 1;
-    } else if (fin && !d.r_finite[t]) {
-      d.r_finite[t] = 1;  // every writer writes 1
+    } else if (fin && !r_finite[t]) {
+      r_finite[t] = 1;  // every writer writes 1
     }
   };
-  gemm(d.output, in, R, mp.smem, mp.cap, mp.s, [&](int t, int n, float v0, float v1) {
+  gemm(d.output, in, R, mp.smem, mp.cap, mp.s, [=](int t, int n, float v0, float v1) {
     one(t, n, v0);
     one(t, n + 8, v1);
   });

@@ -122,9 +122,9 @@ struct Dev {
   // Attention on the tensor cores (attn_tc.cuh), unless 0 (attention.cuh):
   // a unit's query rows are up to a_tpt tokens × a_hpt heads of a KV
   // head's group, cut into a_nsub subsets of heads; the leader lists the
-  // step's tiles (token << 5 | tokens) in a_tile.
+  // step's tiles in a_tile: (first token, tokens, slot, first position).
   int attn_tc, a_hpt, a_tpt, a_nsub, n_atile;
-  int *a_tile;   // [max_tok]
+  int4 *a_tile;  // [max_tok]
   float *apart;  // [grid × kWarps][attn_part_floats(hd)]: chunk partials of warp groups
   // RINGLM_CUDA_PROFILE=1: block 0 adds each phase's time (ns, grid barrier
   // included) and prints the totals when the kernel stops.
