@@ -72,7 +72,7 @@ __device__ void mphase_residual(Dev &d, const DMat &W, const In &in, const MPhas
 // and up rows interleaved by eights at upload, so a thread holds both.
 __device__ void mphase_ffn_up(Dev &d, const DLayer &L, const In &in, const MPhase &mp) {
   const bool b16 = d.n_tok > kSmallM;
-  gemm(L.gu, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float g, float u) {
+  gemm<true>(L.gu, in, d.n_tok, mp.smem, mp.cap, mp.s, [&](int t, int n, float g, float u) {
     const int r = (n / 16) * 8 + n % 16;
     if (r >= d.ffn) return;
     const float s = g / (1.f + (float)exp((double)-g));

@@ -985,7 +985,10 @@ __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t
   else go(WStream<RLM_TYPE_F32>(W, smem, cap));
 }
 
-template <class Epi>
+// kHalves: the caller may take gemm_halves_t's units (the gate/up phase and
+// the tests': the only products of two chunks; instantiated for them
+// alone, as ptxas takes a long time over every instance).
+template <bool kHalves = false, class Epi>
 __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap, GemmScratch s, Epi epi) {
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
   if (gemm_local_ok(W, M, cap)) {
@@ -1008,12 +1011,13 @@ __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap,
     else gemm_whole2_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
     return;
   }
-  if (gemm_halves_ok(W, M, cap)) {
-    if (W.type == RLM_TYPE_BF16) gemm_halves_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
-    else if (W.type == RLM_TYPE_F16) gemm_halves_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);
-    else if (W.type == RLM_TYPE_Q8_0) gemm_halves_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
-    else gemm_halves_t<RLM_TYPE_F32>(W, in, M, xs, cap, s, epi);
-    return;
+  if constexpr (kHalves) {
+    if (W.type != RLM_TYPE_F32 && gemm_halves_ok(W, M, cap)) {
+      if (W.type == RLM_TYPE_BF16) gemm_halves_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
+      else if (W.type == RLM_TYPE_F16) gemm_halves_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);
+      else gemm_halves_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
+      return;
+    }
   }
   if (gemm_whole_ok(W, M, cap)) {
     if (W.type == RLM_TYPE_BF16) gemm_whole_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
