@@ -86,7 +86,7 @@ __device__ void mphase_ffn_up(Dev &d, const DLayer &L, const In &in, const MPhas
   const int ffn = d.ffn;
   __nv_bfloat16 *const hb = d.hb;
   float *const h = d.h;
-  gemm(L.gu, in, d.n_tok, mp.smem, mp.cap, mp.s, [=](int t, int n, float g, float u) {
+  gemm<true>(L.gu, in, d.n_tok, mp.smem, mp.cap, mp.s, [=](int t, int n, float g, float u) {
     const int r = (n / 16) * 8 + n % 16;
     if (r >= ffn) return;
     const float s = g / (1.f + (float)exp((double)-g));

@@ -184,10 +184,14 @@ template <> struct WRaw<RLM_TYPE_F32> {
 // prefetch), hence plain loads for few runs.
 // B16 false (the products of up to kSmallM rows, which never get BF16
 // rows): float rows only, and none of the copy's code.
+// cjump: the staged columns from csplit on come from cjump columns further
+// in the row (gemm_halves_t stages two ranges side by side).
 template <bool B16>
-__device__ __forceinline__ void gstage(const In &in, int m0, int mrows, int c0, int ncols, __nv_bfloat16 *xs, int pitch) {
+__device__ __forceinline__ void gstage(const In &in, int m0, int mrows, int c0, int ncols, __nv_bfloat16 *xs, int pitch,
+                                       int csplit = 0, int cjump = 0) {
   const int per_row = ncols / 8, runs = mrows * per_row;
-  auto src = [&](int e) { return in.b + (size_t)(m0 + e / per_row) * in.ld + c0 + (e % per_row) * 8; };
+  auto col = [&](int r) { return c0 + r * 8 + (r * 8 >= csplit ? cjump : 0); };  // r: a run of the row
+  auto src = [&](int e) { return in.b + (size_t)(m0 + e / per_row) * in.ld + col(e % per_row); };
   auto dst = [&](int e) { return xs + (size_t)(e / per_row) * pitch + (e % per_row) * 8; };
   if (B16 && in.bf16 && runs <= 2 * kThreads) {
     const int e0 = threadIdx.x, e1 = threadIdx.x + kThreads;
@@ -207,7 +211,7 @@ __device__ __forceinline__ void gstage(const In &in, int m0, int mrows, int c0, 
     return;
   }
   for (int e = threadIdx.x; e < mrows * per_row; e += kThreads) {
-    const int t = e / per_row, c = c0 + (e % per_row) * 8, tt = m0 + t;
+    const int t = e / per_row, c = col(e % per_row), tt = m0 + t;
     const float *x = in.x + (size_t)(in.map ? in.map[tt] : tt) * in.ld + c;
     const float4 a = *reinterpret_cast<const float4 *>(x), b = *reinterpret_cast<const float4 *>(x + 4);
     float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
@@ -218,7 +222,7 @@ __device__ __forceinline__ void gstage(const In &in, int m0, int mrows, int c0, 
 #pragma unroll
       for (int i = 0; i < 8; i++) v[i] = g[i] * (v[i] * inv);
     }
-    *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + (c - c0)) = pack8(v);
+    *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + (e % per_row) * 8) = pack8(v);
   }
 }
 
@@ -739,6 +743,112 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
   cp_wait<0>();
 }
 
+// gemm_halves_t is gemm_whole_t's product for a matrix of two chunks whose
+// whole-K units (256 weight rows) would leave much of the grid idle (gate/up
+// at 17-64 rows: 64 units for 132 blocks, the slowest block 1,134 µs a step
+// against a mean of 668 at batch 64, bench/logs/issue15-round57-block-profile.log):
+// a unit is 128 weight rows of one pass; the block's first eight warps take
+// its eight m16 tiles over chunk 0, the last eight the same tiles over chunk
+// 1, each half's inputs staged in its own buffer, kSGH groups at a time.
+// Each chunk's sum is one accumulator from zero over its groups in order,
+// and the two are added in chunk order from zero in shared memory
+// (chunk_sum's, and gemm_whole_t's, operations): the same bits.
+constexpr int kSGH = 8;  // 32-column groups a half stages at a time (a multiple of every ring's depth)
+__host__ __device__ constexpr size_t gemm_halves_smem() {
+  return (size_t)kPass * gemm_pitch(2 * kSGH * 32) * 2 + (size_t)kWarps * (kPass / 8) * 32 * 16;
+}
+#ifndef RLM_HALVES
+#define RLM_HALVES 1
+#endif
+__device__ __forceinline__ bool gemm_halves_ok(const DMat &W, int M, size_t cap) {
+  const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
+  // Half-size units where they fill the grid better than whole ones: at
+  // most about one round of them.
+  return RLM_HALVES && W.nk == 2 && W.cols % 64 == 0 && M > kSmallM && 2 * tiles * passes * 8 <= (int)gridDim.x * 9 &&
+         gemm_halves_smem() <= cap - kRingBytes;
+}
+template <int TY, class Epi>
+__device__ RLM_GEMM_ATTR void gemm_halves_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap,
+                                           GemmScratch s, Epi epi) {
+  constexpr int PASS = kPass, NT = PASS / 8, HW = kWarps / 2;  // HW: warps a half
+  static_assert(kSGH % WStream<TY>::D == 0, "a half's staging holds whole ring rounds");
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int half = warp / HW, hw = warp % HW;
+  const int G = W.cols / 32, GH = G / 2;  // chunk 0: groups [0, GH); chunk 1: [GH, G) (nk = 2, G even)
+  const int units = (W.rows + HW * 16 - 1) / (HW * 16), passes = (M + PASS - 1) / PASS;
+  WStream<TY> ws(W, xs, cap);
+  constexpr int D = WStream<TY>::D;
+  // The halves' inputs side by side in a staged row: chunk 0's kSGH
+  // groups, then chunk 1's.
+  const int pitch = gemm_pitch(2 * kSGH * 32);
+  // [warp][n8 tile][lane]: chunk 0's sums (the first half's warps), chunk 1's (the second's).
+  float4 *const sums = reinterpret_cast<float4 *>(reinterpret_cast<char *>(xs) + (size_t)PASS * pitch * 2);
+  GemmClock clk(s.prof, 1);
+  __syncthreads();  // the previous user of the shared memory is done
+  cp_wait<0>();     // gemm_prime's copies are of gemm_t's first unit: not used here
+  __syncwarp();
+  for (int u = blockIdx.x; u < units * passes; u += gridDim.x) {
+    // A unit's passes go to consecutive blocks (they share its weights through L2).
+    const int unit = u / passes, m0 = u % passes * PASS, mrows = min(PASS, M - m0);
+    const int t16 = unit * HW + hw, j0 = half * GH, j1 = j0 + GH;
+    const __nv_bfloat16 *xrow = xs + (size_t)g * pitch + half * kSGH * 32 + 8 * q;
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    ws.at16(0, t16);
+#pragma unroll
+    for (int i = 0; i < D; i++) {
+      if (j0 + i < j1) ws.issue(j0 + i, i);
+      cp_commit();
+    }
+    for (int s0 = 0; s0 < GH; s0 += kSGH) {
+      const int s1 = min(s0 + kSGH, GH);
+      clk.lap(1);
+      __syncthreads();
+      // Chunk 0's groups s0..s0+kSGH at 0 (past s1 they are staged and not
+      // read), chunk 1's groups GH+s0..GH+s1 from kSGH groups on.
+      gstage<true>(in, m0, mrows, 32 * s0, 32 * (kSGH + s1 - s0), xs, pitch, 32 * kSGH, 32 * (GH - kSGH));
+      __syncthreads();
+      clk.lap(0);
+      for (int jb = s0; jb < s1; jb += D) {
+#pragma unroll
+        for (int i = 0; i < D; i++) {
+          const int j = jb + i;
+          if (j < s1) gemm_group<TY>(ws, i, j0 + j, j1, xrow + 32 * (j - s0), pitch, mrows, acc, true);
+        }
+      }
+    }
+    clk.lap(1);
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) sums[(warp * NT + nt) * 32 + lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+    __syncthreads();
+    if (half == 0) {
+      const int rlo = t16 * 16 + g;
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++) {
+        const float4 c0 = sums[(warp * NT + nt) * 32 + lane], c1 = sums[((warp + HW) * NT + nt) * 32 + lane];
+        float v[4] = {0.f, 0.f, 0.f, 0.f};  // chunk order from zero
+        v[0] += c0.x;
+        v[1] += c0.y;
+        v[2] += c0.z;
+        v[3] += c0.w;
+        v[0] += c1.x;
+        v[1] += c1.y;
+        v[2] += c1.z;
+        v[3] += c1.w;
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int t = m0 + nt * 8 + 2 * q + e;
+          if (nt * 8 < mrows && t < M) epi(t, rlo, v[e], v[2 + e]);
+        }
+      }
+    }
+    __syncthreads();  // the sums are read before the next unit writes them
+    clk.lap(2);
+  }
+  cp_wait<0>();
+}
+
 // gemm_whole2_t takes a product of one chunk (the LM head) at many rows
 // in units of two m16 tiles a warp: a pass of kPass input rows against
 // 2 × kGemmRows weight rows, so that every input fragment a warp reads
@@ -875,7 +985,10 @@ __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t
   else go(WStream<RLM_TYPE_F32>(W, smem, cap));
 }
 
-template <class Epi>
+// kHalves: the caller may take gemm_halves_t's units (the gate/up phase and
+// the tests': the only products of two chunks; instantiated for them
+// alone, as ptxas takes a long time over every instance).
+template <bool kHalves = false, class Epi>
 __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap, GemmScratch s, Epi epi) {
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
   if (gemm_local_ok(W, M, cap)) {
@@ -897,6 +1010,14 @@ __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap,
     else if (W.type == RLM_TYPE_F16) gemm_whole2_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);
     else gemm_whole2_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
     return;
+  }
+  if constexpr (kHalves) {
+    if (W.type != RLM_TYPE_F32 && gemm_halves_ok(W, M, cap)) {
+      if (W.type == RLM_TYPE_BF16) gemm_halves_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
+      else if (W.type == RLM_TYPE_F16) gemm_halves_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);
+      else gemm_halves_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
+      return;
+    }
   }
   if (gemm_whole_ok(W, M, cap)) {
     if (W.type == RLM_TYPE_BF16) gemm_whole_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);

@@ -183,6 +183,44 @@ func TestTileProductFewRows(t *testing.T) {
 	}
 }
 
+// TestTileProductHalves: products of two chunks at 17 to 64 rows on grids
+// where their whole-K units would leave blocks idle take units of 128
+// weight rows with the block's halves on the two chunks (gemm_halves_t),
+// the last unit partial: every row has the bits it has alone (one row) and
+// among 37 others, and the value of the float64 product of the rounded
+// inputs; and at 100 rows (two passes, whole-K units) the same.
+func TestTileProductHalves(t *testing.T) {
+	needGPU(t)
+	l, err := lib()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, c := range []struct{ m, n, k, grid int }{
+		{64, 1040, 512, 10}, // 9 units of 128 rows, the last a tile
+		{17, 600, 1024, 6},  // a pass of 17 rows
+		{40, 600, 1024, 6},
+		{100, 600, 1024, 6}, // two passes: whole-K units
+	} {
+		t.Run(fmt.Sprintf("%dx%dx%d-grid%d", c.m, c.n, c.k, c.grid), func(t *testing.T) {
+			x, w, wf := gemmCase(r, c.m, c.n, c.k)
+			all, _, err := l.testGemmGrid(c.m, c.n, c.k, x, w, 0, c.grid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range []int{0, 7, 8, 16, c.m / 2, c.m - 1} {
+				sameAloneAndAmong(t, l, x, w, all, row, c.m, c.n, c.k, c.grid, 3)
+				for _, j := range []int{0, 1, 8, 15, 127, 128, c.n - 1} {
+					ref, mag := refDot(x, wf, row, j, c.k)
+					if e := math.Abs(float64(all[row*c.n+j])-ref) / (mag + 1e-30); e > 1e-5 {
+						t.Fatalf("y[%d][%d] = %v, want %v (error %.3g of the magnitude %.3g)", row, j, all[row*c.n+j], ref, e, mag)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestTileProductTwoTilesAWarp: on grids small enough that products of
 // one chunk take units of two tiles a warp at many rows (gemm_whole2_t),
 // with a partial last pass and partial tiles, every row has the bits it
