@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
         const In att = T > kSmallM && d.mma ? in_bf16(d.ab, d.n_head * d.hd) : in_f32(d.att, d.n_head * d.hd);
         if (d.mma) {
           mphase_residual(d, L.o, att, mp);
-          gemm_prime(L.gu, T, shq, rcap);
+          gemm_prime<true>(L.gu, T, shq, rcap);
         } else phase_residual(d, L.o, stage(att, T, d.n_head * d.hd, shq, smem_cap), spart);
         prof_sync(d, grid, 4);
         inv = norm_factors(d, d.x, T, nullptr, sinv, shd, L.ffn_norm, xb);

@@ -16,7 +16,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_check(DMat W, const float *X
                                                            GemmScratch s, float *Y, size_t cap) {
   extern __shared__ __align__(16) float gsm[];
   const int N = W.rows;
-  gemm_prime(W, M, gsm, cap);
+  gemm_prime<true>(W, M, gsm, cap);
   gemm<true>(W, XB && M > kSmallM ? in_bf16(XB, W.cols) : in_f32(X, W.cols), M, gsm, cap, s, [=](int t, int n, float v0, float v1) {
     if (n < N) Y[(size_t)t * N + n] = v0;
     if (n + 8 < N) Y[(size_t)t * N + n + 8] = v1;

@@ -752,7 +752,10 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
 // 1, each half's inputs staged in its own buffer, kSGH groups at a time.
 // Each chunk's sum is one accumulator from zero over its groups in order,
 // and the two are added in chunk order from zero in shared memory
-// (chunk_sum's, and gemm_whole_t's, operations): the same bits.
+// (chunk_sum's, and gemm_whole_t's, operations): the same bits. From 2
+// rows on (gemm_halves_ok): at up to 16 rows it replaces gemm_t's spread
+// product (partial sums through L2, a grid barrier of its own, the sums
+// spread over the grid). gemm_prime<true> primes its first unit.
 constexpr int kSGH = 8;  // 32-column groups a half stages at a time (a multiple of every ring's depth)
 __host__ __device__ constexpr size_t gemm_halves_smem() {
   return (size_t)kPass * gemm_pitch(2 * kSGH * 32) * 2 + (size_t)kWarps * (kPass / 8) * 32 * 16;
@@ -760,17 +763,34 @@ __host__ __device__ constexpr size_t gemm_halves_smem() {
 #ifndef RLM_HALVES
 #define RLM_HALVES 1
 #endif
+// From 2 rows on (one row takes gemm_local_t): up to kSmallM rows in
+// passes of kSmallM (gemm_t's spread product before: the chunks' partial
+// sums through L2 and a grid barrier of its own), above in passes of
+// kPass. Not for F32 weights (a stage of them would not fit the ring
+// twice over a half's staging).
 __device__ __forceinline__ bool gemm_halves_ok(const DMat &W, int M, size_t cap) {
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
   // Half-size units where they fill the grid better than whole ones: at
   // most about one round of them.
-  return RLM_HALVES && W.nk == 2 && W.cols % 64 == 0 && M > kSmallM && 2 * tiles * passes * 8 <= (int)gridDim.x * 9 &&
-         gemm_halves_smem() <= cap - kRingBytes;
+  return RLM_HALVES && W.type != RLM_TYPE_F32 && W.nk == 2 && W.cols % 64 == 0 && M > kLocalM &&
+         2 * tiles * passes * 8 <= (int)gridDim.x * 9 && gemm_halves_smem() <= cap - kRingBytes;
 }
-template <int TY, class Epi>
+// A unit's first ring stages for a warp: its m16 tile, its half's chunk.
+template <int TY>
+__device__ __forceinline__ void gemm_halves_first(WStream<TY> &ws, int unit, bool copy) {
+  constexpr int HW = kWarps / 2, D = WStream<TY>::D;
+  const int GH = ws.W.cols / 64, j0 = (ws.warp / HW) * GH;
+  ws.at16(0, unit * HW + ws.warp % HW);
+#pragma unroll
+  for (int i = 0; i < D; i++) {
+    if (i < GH) ws.issue(j0 + i, i, copy);
+    if (copy) cp_commit();
+  }
+}
+template <int TY, int PASS, class Epi>
 __device__ RLM_GEMM_ATTR void gemm_halves_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap,
                                            GemmScratch s, Epi epi) {
-  constexpr int PASS = kPass, NT = PASS / 8, HW = kWarps / 2;  // HW: warps a half
+  constexpr int NT = PASS / 8, HW = kWarps / 2;  // HW: warps a half
   static_assert(kSGH % WStream<TY>::D == 0, "a half's staging holds whole ring rounds");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int half = warp / HW, hw = warp % HW;
@@ -783,10 +803,10 @@ __device__ RLM_GEMM_ATTR void gemm_halves_t(const DMat W, const In in, int M, __
   const int pitch = gemm_pitch(2 * kSGH * 32);
   // [warp][n8 tile][lane]: chunk 0's sums (the first half's warps), chunk 1's (the second's).
   float4 *const sums = reinterpret_cast<float4 *>(reinterpret_cast<char *>(xs) + (size_t)PASS * pitch * 2);
-  GemmClock clk(s.prof, 1);
+  GemmClock clk(s.prof, PASS > kSmallM);
   __syncthreads();  // the previous user of the shared memory is done
-  cp_wait<0>();     // gemm_prime's copies are of gemm_t's first unit: not used here
-  __syncwarp();
+  // The first unit's weights are in flight already (gemm_prime).
+  bool primed = true;
   for (int u = blockIdx.x; u < units * passes; u += gridDim.x) {
     // A unit's passes go to consecutive blocks (they share its weights through L2).
     const int unit = u / passes, m0 = u % passes * PASS, mrows = min(PASS, M - m0);
@@ -795,12 +815,8 @@ __device__ RLM_GEMM_ATTR void gemm_halves_t(const DMat W, const In in, int M, __
     float acc[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    ws.at16(0, t16);
-#pragma unroll
-    for (int i = 0; i < D; i++) {
-      if (j0 + i < j1) ws.issue(j0 + i, i);
-      cp_commit();
-    }
+    gemm_halves_first(ws, unit, !primed);
+    primed = false;
     for (int s0 = 0; s0 < GH; s0 += kSGH) {
       const int s1 = min(s0 + kSGH, GH);
       clk.lap(1);
@@ -968,10 +984,16 @@ __device__ RLM_GEMM_ATTR void gemm_whole2_t(const DMat W, const In in, int M, __
 // ring, so that they run while the block waits at the barrier before the
 // product (and through the phase before it: the ring is used by nothing
 // else). Every gemm is primed, once, with its matrix, before it runs.
+// kHalves: as gemm's (the first unit of gemm_halves_t where it takes the product).
+template <bool kHalves = false>
 __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t cap) {
-  const bool local = gemm_local_ok(W, M, cap);
+  const bool local = gemm_local_ok(W, M, cap), halves = kHalves && !local && gemm_halves_ok(W, M, cap);
   auto go = [&](auto ws) {
-    if (local) {  // gemm_local_t's first unit
+    if (halves) {
+      const int passes = (M + (M <= kSmallM ? kSmallM : kPass) - 1) / (M <= kSmallM ? kSmallM : kPass);
+      if ((int)blockIdx.x < (W.rows + kWarps / 2 * 16 - 1) / (kWarps / 2 * 16) * passes)
+        gemm_halves_first(ws, (int)blockIdx.x / passes, true);
+    } else if (local) {  // gemm_local_t's first unit
       const int R = kWarps / W.nk, r = ws.warp / W.nk;
       if (r < R && (int)blockIdx.x < gemm_local_units(W)) {
         ws.at16(0, blockIdx.x * R + r);
@@ -998,6 +1020,20 @@ __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap,
     else gemm_local_t<RLM_TYPE_F32>(W, in, M, xs, cap, s, epi);
     return;
   }
+  if constexpr (kHalves) {
+    if (gemm_halves_ok(W, M, cap)) {
+      if (M <= kSmallM) {
+        if (W.type == RLM_TYPE_BF16) gemm_halves_t<RLM_TYPE_BF16, kSmallM>(W, in, M, xs, cap, s, epi);
+        else if (W.type == RLM_TYPE_F16) gemm_halves_t<RLM_TYPE_F16, kSmallM>(W, in, M, xs, cap, s, epi);
+        else gemm_halves_t<RLM_TYPE_Q8_0, kSmallM>(W, in, M, xs, cap, s, epi);
+      } else {
+        if (W.type == RLM_TYPE_BF16) gemm_halves_t<RLM_TYPE_BF16, kPass>(W, in, M, xs, cap, s, epi);
+        else if (W.type == RLM_TYPE_F16) gemm_halves_t<RLM_TYPE_F16, kPass>(W, in, M, xs, cap, s, epi);
+        else gemm_halves_t<RLM_TYPE_Q8_0, kPass>(W, in, M, xs, cap, s, epi);
+      }
+      return;
+    }
+  }
   if (M <= kSmallM) {
     if (W.type == RLM_TYPE_BF16) gemm_t<RLM_TYPE_BF16, kSmallM>(W, in, M, xs, cap, s, epi);
     else if (W.type == RLM_TYPE_F16) gemm_t<RLM_TYPE_F16, kSmallM>(W, in, M, xs, cap, s, epi);
@@ -1010,14 +1046,6 @@ __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap,
     else if (W.type == RLM_TYPE_F16) gemm_whole2_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);
     else gemm_whole2_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
     return;
-  }
-  if constexpr (kHalves) {
-    if (W.type != RLM_TYPE_F32 && gemm_halves_ok(W, M, cap)) {
-      if (W.type == RLM_TYPE_BF16) gemm_halves_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
-      else if (W.type == RLM_TYPE_F16) gemm_halves_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);
-      else gemm_halves_t<RLM_TYPE_Q8_0>(W, in, M, xs, cap, s, epi);
-      return;
-    }
   }
   if (gemm_whole_ok(W, M, cap)) {
     if (W.type == RLM_TYPE_BF16) gemm_whole_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);

@@ -183,7 +183,7 @@ func TestTileProductFewRows(t *testing.T) {
 	}
 }
 
-// TestTileProductHalves: products of two chunks at 17 to 64 rows on grids
+// TestTileProductHalves: products of two chunks at 2 to 64 rows on grids
 // where their whole-K units would leave blocks idle take units of 128
 // weight rows with the block's halves on the two chunks (gemm_halves_t),
 // the last unit partial: every row has the bits it has alone (one row) and
@@ -198,7 +198,10 @@ func TestTileProductHalves(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, c := range []struct{ m, n, k, grid int }{
 		{64, 1040, 512, 10}, // 9 units of 128 rows, the last a tile
-		{17, 600, 1024, 6},  // a pass of 17 rows
+		{2, 600, 1024, 6},   // passes of 16 rows from 2 rows on
+		{9, 1040, 512, 10},
+		{16, 600, 1024, 6},
+		{17, 600, 1024, 6}, // a pass of 17 rows
 		{40, 600, 1024, 6},
 		{100, 600, 1024, 6}, // two passes: whole-K units
 	} {
@@ -209,6 +212,9 @@ func TestTileProductHalves(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, row := range []int{0, 7, 8, 16, c.m / 2, c.m - 1} {
+				if row >= c.m {
+					continue
+				}
 				sameAloneAndAmong(t, l, x, w, all, row, c.m, c.n, c.k, c.grid, 3)
 				for _, j := range []int{0, 1, 8, 15, 127, 128, c.n - 1} {
 					ref, mag := refDot(x, wf, row, j, c.k)
