@@ -752,10 +752,8 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
 // 1, each half's inputs staged in its own buffer, kSGH groups at a time.
 // Each chunk's sum is one accumulator from zero over its groups in order,
 // and the two are added in chunk order from zero in shared memory
-// (chunk_sum's, and gemm_whole_t's, operations): the same bits. From 2
-// rows on (gemm_halves_ok): at up to 16 rows it replaces gemm_t's spread
-// product (partial sums through L2, a grid barrier of its own, the sums
-// spread over the grid). gemm_prime<true> primes its first unit.
+// (chunk_sum's, and gemm_whole_t's, operations): the same bits.
+// gemm_prime<true> primes its first unit.
 constexpr int kSGH = 8;  // 32-column groups a half stages at a time (a multiple of every ring's depth)
 __host__ __device__ constexpr size_t gemm_halves_smem() {
   return (size_t)kPass * gemm_pitch(2 * kSGH * 32) * 2 + (size_t)kWarps * (kPass / 8) * 32 * 16;
@@ -765,9 +763,12 @@ __host__ __device__ constexpr size_t gemm_halves_smem() {
 #endif
 // From 2 rows on (one row takes gemm_local_t): up to kSmallM rows in
 // passes of kSmallM (gemm_t's spread product before: the chunks' partial
-// sums through L2 and a grid barrier of its own), above in passes of
-// kPass. Not for F32 weights (a stage of them would not fit the ring
-// twice over a half's staging).
+// sums through L2, a grid barrier of its own, the sums spread over the
+// grid), above in passes of kPass. Not for F32 weights (a stage of them
+// would not fit the ring twice over a half's staging).
+__device__ __forceinline__ int gemm_halves_pass(int M) { return M <= kSmallM ? kSmallM : kPass; }
+// Its units of 128 weight rows (gemm_prime primes the same first unit).
+__device__ __forceinline__ int gemm_halves_units(const DMat &W) { return (W.rows + kWarps / 2 * 16 - 1) / (kWarps / 2 * 16); }
 __device__ __forceinline__ bool gemm_halves_ok(const DMat &W, int M, size_t cap) {
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
   // Half-size units where they fill the grid better than whole ones: at
@@ -795,7 +796,7 @@ __device__ RLM_GEMM_ATTR void gemm_halves_t(const DMat W, const In in, int M, __
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int half = warp / HW, hw = warp % HW;
   const int G = W.cols / 32, GH = G / 2;  // chunk 0: groups [0, GH); chunk 1: [GH, G) (nk = 2, G even)
-  const int units = (W.rows + HW * 16 - 1) / (HW * 16), passes = (M + PASS - 1) / PASS;
+  const int units = gemm_halves_units(W), passes = (M + PASS - 1) / PASS;
   WStream<TY> ws(W, xs, cap);
   constexpr int D = WStream<TY>::D;
   // The halves' inputs side by side in a staged row: chunk 0's kSGH
@@ -990,8 +991,8 @@ __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t
   const bool local = gemm_local_ok(W, M, cap), halves = kHalves && !local && gemm_halves_ok(W, M, cap);
   auto go = [&](auto ws) {
     if (halves) {
-      const int passes = (M + (M <= kSmallM ? kSmallM : kPass) - 1) / (M <= kSmallM ? kSmallM : kPass);
-      if ((int)blockIdx.x < (W.rows + kWarps / 2 * 16 - 1) / (kWarps / 2 * 16) * passes)
+      const int passes = (M + gemm_halves_pass(M) - 1) / gemm_halves_pass(M);
+      if ((int)blockIdx.x < gemm_halves_units(W) * passes)
         gemm_halves_first(ws, (int)blockIdx.x / passes, true);
     } else if (local) {  // gemm_local_t's first unit
       const int R = kWarps / W.nk, r = ws.warp / W.nk;
@@ -1022,7 +1023,7 @@ __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap,
   }
   if constexpr (kHalves) {
     if (gemm_halves_ok(W, M, cap)) {
-      if (M <= kSmallM) {
+      if (gemm_halves_pass(M) == kSmallM) {
         if (W.type == RLM_TYPE_BF16) gemm_halves_t<RLM_TYPE_BF16, kSmallM>(W, in, M, xs, cap, s, epi);
         else if (W.type == RLM_TYPE_F16) gemm_halves_t<RLM_TYPE_F16, kSmallM>(W, in, M, xs, cap, s, epi);
         else gemm_halves_t<RLM_TYPE_Q8_0, kSmallM>(W, in, M, xs, cap, s, epi);
