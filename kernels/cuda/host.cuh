@@ -72,17 +72,35 @@ static std::vector<uint8_t> pack_tiles(const std::vector<uint8_t> &src, size_t r
 }
 
 // choose_nk splits a matrix of rows × cols for the tensor-core product:
-// the chunks of its 32-column groups that spread its tiles of kGemmRows
-// rows best over grid blocks (the slowest block's share of the matrix,
-// plus a small cost per chunk for the partial sums), at least 4 groups a
-// chunk. It depends on the shape and the grid only, never on a step.
+// the chunks of its 32-column groups that spread it best over grid blocks,
+// at least 4 groups a chunk. The cost, in a tile unit's time, adds
+//  - the slowest block's share of the matrix at many rows (units of
+//    kGemmRows rows);
+//  - the same at one row, where a matrix of 2 to kWarps chunks takes
+//    gemm_local_t's units (kWarps / nk m16 tiles with all their chunks);
+//  - the chunks' partial sums at 16 rows, spread over the grid: 4 bytes
+//    written and read per chunk and output against 2 × cols bytes of
+//    weights per row.
+// The Llama-3.2-1B QKV matrix gets 8 chunks (96 units at one row, one
+// round) rather than 11 (192 units, two rounds, five warps idle), and its
+// LM head one rather than 5 (no partial sums: 8 MB a chunk at 16 rows, and
+// 5 GB of scratch for 2048 rows no longer allocated): batch 1 −1.2%,
+// 16 −3.4%, 64 −1.5%, 256 −3.2% (bench/logs/issue15-round67-nk.log). It
+// depends on the shape and the grid only, never on a step.
 static int choose_nk(int rows, int cols, int grid) {
-  const int tiles = (rows + kGemmRows - 1) / kGemmRows, groups = cols / 32;
+  const int tiles = (rows + kGemmRows - 1) / kGemmRows, t16 = (rows + 15) / 16, groups = cols / 32;
   int best = 1;
   double best_cost = 1e30;
   for (int nk = 1; nk <= groups / 4 || nk == 1; nk++) {
     const double waves = (double)((tiles * nk + grid - 1) / grid);
-    const double cost = waves / nk + (nk > 1 ? 0.002 * nk + 0.01 : 0.0);
+    double cost = waves / nk;
+    if (nk > 1) cost += (double)tiles / grid * nk * (4.0 * kSmallM) / cols;
+    if (nk > 1 && nk <= kWarps) {
+      const int per = kWarps / nk, units = (t16 + per - 1) / per;
+      cost += (double)((units + grid - 1) / grid) / nk;
+    } else {
+      cost += waves / nk;
+    }
     if (cost < best_cost - 1e-12) best_cost = cost, best = nk;
   }
   return best;

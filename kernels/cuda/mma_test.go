@@ -146,7 +146,7 @@ func TestTileProductFewRows(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, c := range []struct{ n, k, grid int }{
-		{1040, 256, 2},  // 2 chunks: 8 tiles a unit, the last unit a tile
+		{1040, 512, 2},  // 2 chunks: 8 tiles a unit, the last unit a tile
 		{200, 896, 3},   // 3 chunks: 5 tiles a unit, a warp idle
 		{520, 1024, 5},  // 5 chunks: 3 tiles a unit
 		{96, 2048, 11},  // 11 chunks: a tile a unit, 5 warps idle
