@@ -378,10 +378,21 @@ func TestDescriptorErrors(t *testing.T) {
 	m := tiny(t, "llama", gguf.TypeF16)
 	o, _ := Options{}.normalize(m)
 	layers := slices.Clone(m.Layers)
-	layers[1].Down.Type = gguf.TypeQ4_0
+	layers[1].Down.Type = gguf.TypeIQ2_XXS
 	bad := &model.Model{Config: m.Config, Embed: m.Embed, Output: m.Output, OutNorm: m.OutNorm, Layers: layers}
-	if _, err := newDesc(bad, o); err == nil || !strings.Contains(err.Error(), "ffn_down") || !strings.Contains(err.Error(), "layer 1") {
-		t.Fatalf("Q4_0 weights: %v", err)
+	_, err := newDesc(bad, o)
+	for _, want := range []string{"ffn_down", "layer 1", "type IQ2_XXS", "reads F32, F16, BF16, Q8_0, Q4_0", "Q4_K", "Q6_K", "MXFP4"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("IQ2_XXS weights: %v (want %q in it)", err, want)
+		}
+	}
+	// The block types the device keeps at their own width are described
+	// with ggml's ids.
+	layers[1].Down.Type = gguf.TypeQ4_K
+	if d, err := newDesc(bad, o); err != nil || d.view().LayerViews[1].Down.Type != uint32(gguf.TypeQ4_K) {
+		t.Fatalf("Q4_K weights: %v", err)
+	} else {
+		d.free()
 	}
 	wide := &model.Model{Config: m.Config, Embed: m.Embed, Output: m.Output, OutNorm: m.OutNorm, Layers: m.Layers}
 	wide.SlidingWindow = math.MaxInt32 + 1

@@ -102,16 +102,27 @@ QP_HD static inline int qp_lay_block(uint32_t lay) { return qp_lay_half(lay, 1) 
 
 /* ---- loads: read-only global loads on the device, plain on the host
  * (little-endian, as the GGUF bytes) ---- */
+QP_HD static inline uint32_t qp_ld8(const uint8_t *p) {
 #ifdef __CUDA_ARCH__
-__device__ static inline uint32_t qp_ld8(const uint8_t *p) { return __ldg(p); }
-__device__ static inline uint32_t qp_ld16(const uint8_t *p) { return __ldg(reinterpret_cast<const unsigned short *>(p)); }
-__device__ static inline uint32_t qp_ld32(const uint8_t *p) { return __ldg(reinterpret_cast<const unsigned int *>(p)); }
-__device__ static inline uint4 qp_ld128_(const uint8_t *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+  return __ldg(p);
 #else
-static inline uint32_t qp_ld8(const uint8_t *p) { return p[0]; }
-static inline uint32_t qp_ld16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-static inline uint32_t qp_ld32(const uint8_t *p) { return qp_ld16(p) | qp_ld16(p + 2) << 16; }
+  return p[0];
 #endif
+}
+QP_HD static inline uint32_t qp_ld16(const uint8_t *p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(reinterpret_cast<const unsigned short *>(p));
+#else
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+#endif
+}
+QP_HD static inline uint32_t qp_ld32(const uint8_t *p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(reinterpret_cast<const unsigned int *>(p));
+#else
+  return qp_ld16(p) | qp_ld16(p + 2) << 16;
+#endif
+}
 /* A 16-byte record as four words. */
 typedef struct {
   uint32_t w[4];
@@ -119,7 +130,7 @@ typedef struct {
 QP_HD static inline qp_w4 qp_ld128(const uint8_t *p) {
   qp_w4 r;
 #ifdef __CUDA_ARCH__
-  const uint4 v = qp_ld128_(p);
+  const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
   r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
 #else
   for (int i = 0; i < 4; i++) r.w[i] = qp_ld32(p + 4 * i);
@@ -326,7 +337,6 @@ QP_HD static inline void qp_run(uint32_t t, uint64_t a, uint32_t b, const uint8_
 }
 
 /* ---- host: packing (rlm_create, rlm_test_gemm_q and the Go test) ---- */
-#ifndef __CUDA_ARCH__
 
 /* The 32 codes of group j of a row in the file's layout (the value is
  * code - bias, IQ4 and MXFP4: grid[code]; Q3_K's code is its low two bits
@@ -499,8 +509,6 @@ static inline void qp_fill(int rows, int cols, const uint8_t *const *src, const 
     }
   }
 }
-
-#endif /* !__CUDA_ARCH__ */
 
 /* A lane's run of half h of a block at blk (global or host memory): its
  * planes, as the product's loader reads them from shared memory. */

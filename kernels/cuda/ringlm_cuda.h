@@ -201,6 +201,14 @@ int rlm_test_sample(uint32_t vocab, uint32_t n, const uint32_t *words, const uin
 int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X, const uint16_t *W, float *Y, uint32_t iters,
                   uint32_t grid_blocks, double *ms, char *err, size_t errlen);
 
+/* rlm_test_gemm_q is rlm_test_gemm over block-quantized weights: W is the
+ * nparts matrices stacked by rows (N rows in all, K = their columns, at most
+ * 8192), in their GGUF encoding (any of the block types above; parts may
+ * differ in type at multiples of 8 rows), uploaded as rlm_create uploads a
+ * stack (qpack.h); Y is M × N. Optional, as rlm_test_sample. */
+int rlm_test_gemm_q(uint32_t M, const float *X, const rlm_matrix *parts, uint32_t nparts, float *Y, uint32_t iters,
+                    uint32_t grid_blocks, double *ms, char *err, size_t errlen);
+
 /* rlm_destroy frees everything. If the kernel is still running it first
  * waits for it to exit, so the host must have sent STOP. */
 void rlm_destroy(rlm_ctx *c);

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "qpack.h"
 #include "ring.h"
 #include "ringlm_cuda.h"
 
@@ -32,10 +33,15 @@ constexpr int kTokChunk = 4;    // tokens a warp multiplies per weight load
 constexpr int kRecBatch = 32;   // submit records copied at once
 
 struct DMat {
-  const void *w;  // Q8_0: the int8 quants, row-major
+  const void *w;  // Q8_0: the int8 quants, row-major; RLM_TYPE_QANY: the code blocks (qpack.h)
   int type, rows, cols;
   const float *sc;  // Q8_0: one scale per 32 weights, [rows][cols/32]
   int nk;           // the tensor-core product's chunks of 32-column groups (mma.cuh), fixed at upload
+  // RLM_TYPE_QANY (the block-quantized types at their own width, in the
+  // product's order even for the embedding): a record per 16-row tile
+  // (its halves' types, its blocks, its scale rows) and the scale records.
+  const qp_tile *qt;
+  const uint8_t *qs;
 };
 
 struct DLayer {
