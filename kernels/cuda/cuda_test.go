@@ -752,6 +752,26 @@ type greedyCase struct {
 	shape   synth.Shape
 	typ     gguf.Type
 	batches []int
+	mix     string // a llama-quantize mix (synth.Options.Mix) in place of typ
+}
+
+// load writes the case's model with seed and loads it as loadSynth does.
+func (c greedyCase) load(t testing.TB, seed uint64) *model.Model {
+	t.Helper()
+	if c.mix == "" {
+		return loadSynth(t, c.shape, c.typ, seed)
+	}
+	w, err := synth.Build(synth.Options{Shape: c.shape, Mix: c.mix, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "model.gguf")
+	if err := w.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	m := testmodel.Open(t, p)
+	m.SetActivations(model.FloatActivations)
+	return m
 }
 
 func greedyCases(t *testing.T) []greedyCase {
@@ -765,11 +785,19 @@ func greedyCases(t *testing.T) []greedyCase {
 	// the largest batch: the CPU device is batch invariant).
 	all := []int{1, 7, 64, 256}
 	return []greedyCase{
-		{"tiny-llama-f16", ll, gguf.TypeF16, all},
-		{"tiny-qwen2-bf16", qw, gguf.TypeBF16, all},
-		{"tiny-phi3-bf16", ph, gguf.TypeBF16, all},
-		{"tiny-llama-q8_0", ll, gguf.TypeQ8_0, all},
-		{"wide-llama-bf16", wide, gguf.TypeBF16, []int{1, 7, 64}},
+		{"tiny-llama-f16", ll, gguf.TypeF16, all, ""},
+		{"tiny-qwen2-bf16", qw, gguf.TypeBF16, all, ""},
+		{"tiny-phi3-bf16", ph, gguf.TypeBF16, all, ""},
+		{"tiny-llama-q8_0", ll, gguf.TypeQ8_0, all, ""},
+		{"wide-llama-bf16", wide, gguf.TypeBF16, []int{1, 7, 64}, ""},
+		// The block types at their own width (qpack.h): Q4_0; Q4_K_M's
+		// mix of Q4_K and Q6_K (attn_v and some ffn_down in Q6_K: QKV
+		// stacks of two types); Q6_K with a tied head (the embedding's
+		// packed rows are the head's); MXFP4.
+		{"tiny-llama-q4_0", ll, gguf.TypeQ4_0, all, ""},
+		{"tiny-llama-q4_k_m", ll, 0, all, "Q4_K_M"},
+		{"tiny-qwen2-q6_k", qw, gguf.TypeQ6_K, all, ""},
+		{"tiny-llama-mxfp4", ll, gguf.TypeMXFP4, all, ""},
 	}
 }
 
@@ -830,12 +858,13 @@ func refBlocks(reqs []engine.Request) int {
 // TestGreedyMatchesCPU: greedy continuations of 64 tokens on the GPU
 // against the CPU reference device (F16 KV) by vLLM's closeness rule
 // (checkGreedyClose), at batch 1, 7, 64 and 256 with prompts of 1 to 300
-// tokens, for tiny llama, qwen2 and phi3 and a wider llama.
+// tokens, for tiny llama, qwen2 and phi3 and a wider llama; tiny models in
+// block-quantized types too (Q4_0, Q4_K_M, Q6_K, MXFP4).
 func TestGreedyMatchesCPU(t *testing.T) {
 	needGPU(t)
 	for _, tc := range greedyCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			m := loadSynth(t, tc.shape, tc.typ, 11)
+			m := tc.load(t, 11)
 			maxB := slices.Max(tc.batches)
 			ps := prompts(maxB, m.Vocab, 300, 5)
 			p := sample.Defaults()
@@ -901,7 +930,7 @@ func TestLogitsMatchCPU(t *testing.T) {
 	needGPU(t)
 	for _, tc := range greedyCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			m := loadSynth(t, tc.shape, tc.typ, 13)
+			m := tc.load(t, 13)
 			e, dev, closeGPU := cudaEngine(t, m, engine.Config{Slots: 4, PipelineDepth: 1})
 			defer closeGPU()
 			for _, n := range []int{1, 17, 250, 600} {

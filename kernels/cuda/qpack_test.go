@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -211,5 +212,45 @@ func TestQuantPackMixedStack(t *testing.T) {
 	// A K-quant row of 288 columns is not whole super-blocks.
 	if _, err := qpPack(288, [][]byte{make([]byte, 0)}, []gguf.Type{gguf.TypeQ4_K}); err == nil {
 		t.Fatal("Q4_K rows of 288 columns were packed")
+	}
+}
+
+// TestQuantModelsDescribe: the tiny block-quantized models the GPU tests
+// run (greedyCases) load and are described to the library with their
+// types, and the Q4_K_M one stacks QKV from parts of two types (Q/K in
+// Q4_K, V in Q6_K in some layers), the case the mixed layout exists for.
+func TestQuantModelsDescribe(t *testing.T) {
+	mixed := false
+	for _, tc := range greedyCases(t) {
+		if tc.mix == "" && !slices.Contains(qpTypes, tc.typ) {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.load(t, 11)
+			o, err := Options{}.normalize(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := newDesc(m, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.free()
+			v := d.view()
+			if v.Embed.Type != uint32(m.Embed.Type) || v.LayerViews[0].Down.Type != uint32(m.Layers[0].Down.Type) {
+				t.Fatalf("described types %d, %d; the model's %s, %s", v.Embed.Type, v.LayerViews[0].Down.Type, m.Embed.Type, m.Layers[0].Down.Type)
+			}
+			if tc.mix == "" && m.Layers[0].Q.Type != tc.typ {
+				t.Fatalf("attn_q is %s, want %s", m.Layers[0].Q.Type, tc.typ)
+			}
+			for _, L := range m.Layers {
+				if L.Q.Type == gguf.TypeQ4_K && L.V.Type == gguf.TypeQ6_K {
+					mixed = true
+				}
+			}
+		})
+	}
+	if !mixed {
+		t.Error("no tiny model stacks Q4_K and Q6_K in one QKV matrix")
 	}
 }
