@@ -292,6 +292,22 @@ func checkVec(t *testing.T, d *desc, what string, got vecView, want []float32) {
 	}
 }
 
+// describe describes m to the library with o normalized (newDesc); freed
+// when the test ends.
+func describe(t *testing.T, m *model.Model, o Options) *desc {
+	t.Helper()
+	o, err := o.normalize(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDesc(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.free)
+	return d
+}
+
 func TestDescriptors(t *testing.T) {
 	for _, tc := range []struct {
 		arch string
@@ -300,15 +316,7 @@ func TestDescriptors(t *testing.T) {
 	}{{"llama", gguf.TypeF16, 0}, {"qwen2", gguf.TypeBF16, 1}, {"phi3", gguf.TypeQ8_0, 1}} {
 		t.Run(tc.arch, func(t *testing.T) {
 			m := tiny(t, tc.arch, tc.typ)
-			o, err := Options{Device: 1, Slots: 7, Context: 1000, MaxStepTokens: 300, NumBlocks: 99, KVMaxBytes: 1 << 33, GridBlocks: 5}.normalize(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := newDesc(m, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.free()
+			d := describe(t, m, Options{Device: 1, Slots: 7, Context: 1000, MaxStepTokens: 300, NumBlocks: 99, KVMaxBytes: 1 << 33, GridBlocks: 5})
 			v := d.view()
 			c := &m.Config
 			head := []uint32{ABI, uint32(c.Layers), uint32(c.Dim), uint32(c.Heads), uint32(c.KVHeads), uint32(c.HeadDim),

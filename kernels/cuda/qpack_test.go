@@ -227,16 +227,7 @@ func TestQuantModelsDescribe(t *testing.T) {
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.load(t, 11)
-			o, err := Options{}.normalize(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := newDesc(m, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.free()
-			v := d.view()
+			v := describe(t, m, Options{}).view()
 			if v.Embed.Type != uint32(m.Embed.Type) || v.LayerViews[0].Down.Type != uint32(m.Layers[0].Down.Type) {
 				t.Fatalf("described types %d, %d; the model's %s, %s", v.Embed.Type, v.LayerViews[0].Down.Type, m.Embed.Type, m.Layers[0].Down.Type)
 			}
