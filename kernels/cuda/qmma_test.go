@@ -138,3 +138,40 @@ func TestTileProductQuantMixed(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkTileProductQuant times the tile product over block-quantized
+// weights (random blocks: the time does not depend on the values) on
+// Llama-3.2-1B's matrices for decode batches and a 256-row pass: weight
+// bytes (the file's) per second, to set against the copy bandwidth.
+func BenchmarkTileProductQuant(b *testing.B) {
+	needGPU(b)
+	l, err := lib()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(35, 36))
+	for _, typ := range []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeMXFP4} {
+		for _, mat := range []struct {
+			name string
+			n, k int
+		}{{"gateup", 16384, 2048}, {"down", 2048, 8192}} {
+			var data []byte
+			for range mat.n {
+				data = append(data, qpRow(r, typ, mat.k, 1)...)
+			}
+			parts := []qPart{{typ, mat.n, data}}
+			for _, m := range []int{1, 16, 64, 256} {
+				b.Run(fmt.Sprintf("%s/%s/M%d", typ, mat.name, m), func(b *testing.B) {
+					x, _, _ := gemmCase(r, m, 1, mat.k)
+					_, ms, err := l.testGemmQ(m, mat.k, x, parts, max(b.N, 20), 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(ms*1e3, "µs/product")
+					b.ReportMetric(float64(len(data))/(ms*1e-3)/1e9, "weight-GB/s")
+					b.ReportMetric(0, "ns/op")
+				})
+			}
+		}
+	}
+}
