@@ -1124,14 +1124,15 @@ func BenchmarkDecode(b *testing.B) {
 		b.Fatal(err)
 	}
 	t0 := time.Now()
-	typ := gguf.TypeBF16 // RINGLM_BENCH_TYPE=f16|q8_0 for the others
+	typ := gguf.TypeBF16 // RINGLM_BENCH_TYPE=f16|q8_0|q4_k... for the others
 	if v := os.Getenv("RINGLM_BENCH_TYPE"); v != "" {
 		var ok bool
 		if typ, ok = gguf.ParseType(v); !ok {
 			b.Fatalf("RINGLM_BENCH_TYPE %q", v)
 		}
 	}
-	m := loadSynth(b, s, typ, 1)
+	// RINGLM_BENCH_MIX=Q4_K_M (a llama-quantize mix) in place of the type.
+	m := greedyCase{shape: s, typ: typ, mix: os.Getenv("RINGLM_BENCH_MIX")}.load(b, 1)
 	b.Logf("synthetic %s: %.2f GB of weights per step, written and mapped in %v", s.Name, float64(m.WeightBytes())/1e9,
 		time.Since(t0).Round(time.Millisecond))
 	const maxBatch, ctx = 256, 4096

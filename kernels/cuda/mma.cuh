@@ -314,6 +314,11 @@ template <int TY, int TPW = 1> struct WStream {
   static constexpr int SBLK = TPW * BLK;                       // a stage
   static constexpr int D = kRingWarpBytes / SBLK;              // stages
   static_assert(D >= 2 && kSG % D == 0, "ring stages");
+  // The products' loops over a round of stages unroll it (a stage's Q8_0
+  // scales are registers), except for the block-quantized types: their
+  // stage's fields are addresses only, and their code is kept small
+  // (ptxas's time over the library grows faster than its size).
+  static constexpr int U = TY == RLM_TYPE_QANY ? 1 : D;
   const DMat &W;
   uint32_t ring;
   int warp, lane, G;
@@ -433,7 +438,21 @@ __device__ __forceinline__ void gemm_group(WStream<TY> &ws, int i, int j, int je
   __syncwarp();  // every lane has read stage i before it is refilled
   if (j + D < jend) ws.issue(j + D, i);
   cp_commit();
-  const uint4 lo = wl.bf16(), hi = wh.bf16();
+  uint4 lo, hi;
+  if constexpr (TY == RLM_TYPE_QANY) {
+    // One call site for both runs: ptxas's time over the whole library
+    // grows with every call and every unrolled copy (mma.cuh's loops run
+    // the block-quantized groups without unrolling, WStream::U).
+#pragma unroll 1
+    for (int h = 0; h < 2; h++) {
+      const uint4 v = (h ? wh : wl).bf16();
+      if (h) hi = v;
+      else lo = v;
+    }
+  } else {
+    lo = wl.bf16();
+    hi = wh.bf16();
+  }
   // all: every n8 tile of the staged rows may be read (rows past mrows give
   // outputs nobody reads). Then every tile's first k16 step, then every
   // tile's second: the same two additions per accumulator in the same
@@ -542,7 +561,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
           clk.lap(0);
         }
         for (int jb = s0; jb < s1; jb += D) {
-#pragma unroll
+#pragma unroll WStream<TY>::U
           for (int i = 0; i < D; i++) {
             const int j = jb + i;
             if (j < s1) {
@@ -677,7 +696,7 @@ __device__ RLM_GEMM_ATTR void gemm_local_t(const DMat W, const In in, int M, __n
         ws.prime_chunk(chunk);
       }
       for (int jb = j0; jb < j1; jb += D) {
-#pragma unroll
+#pragma unroll WStream<TY>::U
         for (int i = 0; i < D; i++) {
           const int j = jb + i;
           if (j < j1) gemm_group<TY>(ws, i, j, j1, xrow + 32 * j, pitch, M, acc, false);
