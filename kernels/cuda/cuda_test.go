@@ -211,6 +211,16 @@ func TestLoadProbeFails(t *testing.T) {
 // activations in float32, so its CPU reference does too (the CPU device's
 // default for quantized weights, 8-bit activations, would put the
 // activations' rounding into every comparison).
+// skipNoQuant skips a test or benchmark of the block-quantized types on a
+// library built without them (make cuda without CUDA_QUANT=1), which
+// refuses them with this error.
+func skipNoQuant(t testing.TB, err error) {
+	t.Helper()
+	if err != nil && strings.Contains(err.Error(), "built without the block-quantized types") {
+		t.Skip(err)
+	}
+}
+
 func loadSynth(t testing.TB, s synth.Shape, typ gguf.Type, seed uint64) *model.Model {
 	t.Helper()
 	m := testmodel.Open(t, testmodel.Write(t, s, typ, seed))
@@ -614,6 +624,7 @@ func cudaEngineGrid(t testing.TB, m *model.Model, cfg engine.Config, grid int) (
 	}
 	dev, err := Open(m, Options{Slots: cfg.Slots, MaxStepTokens: cfg.TokenBudget, Context: m.Context, KVMaxBytes: 2 << 30, GridBlocks: grid})
 	if err != nil {
+		skipNoQuant(t, err)
 		t.Fatal(err)
 	}
 	cfg.NumBlocks, cfg.BlockSize, cfg.Allocator = dev.NumBlocks(), dev.BlockSize(), dev.Allocator()
@@ -1139,6 +1150,7 @@ func BenchmarkDecode(b *testing.B) {
 	const budget = 2048
 	dev, err := Open(m, Options{Slots: maxBatch, Context: ctx, MaxStepTokens: budget, KVMaxBytes: 40 << 30})
 	if err != nil {
+		skipNoQuant(b, err)
 		b.Fatal(err)
 	}
 	defer dev.Close()

@@ -149,6 +149,11 @@ extern "C" int rlm_test_gemm_q(uint32_t M, const float *X, const rlm_matrix *par
     seterr(err, errlen, "rlm_test_gemm_q: M %u, %u parts", M, nparts);
     return -1;
   }
+  if (!kQany) {
+    seterr(err, errlen, "rlm_test_gemm_q: this CUDA library was built without the block-quantized types; "
+           "make cuda CUDA_QUANT=1 builds one that reads them");
+    return -1;
+  }
   QHost q;
   if (!qany_build(parts, (int)nparts, nullptr, "rlm_test_gemm_q", q, err, errlen)) return -1;
   if (q.rows == 0 || q.cols == 0 || q.cols > 8192) {

@@ -355,6 +355,11 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
         mixed = mixed || parts[i].type != type;
       }
     if (qany && (mixed || type != RLM_TYPE_Q8_0)) {
+      if (!kQany) {
+        seterr(err, errlen, "%s: %s weights: this CUDA library was built without the block-quantized types; "
+               "make cuda CUDA_QUANT=1 builds one that reads them", what, type_name(type));
+        return false;
+      }
       if (!pack && !embed) {
         seterr(err, errlen, "%s: %s weights are read by the tensor-core product only; the CUDA-core phases (RINGLM_CUDA_GEMV=1, or "
                "widths that are not multiples of 32) read F32, F16, BF16 and Q8_0", what, type_name(type));

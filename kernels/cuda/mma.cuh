@@ -50,6 +50,7 @@
 // RoPE pair and the FFN phase a gate row with its up row (host.cuh permutes
 // those matrices' rows at upload so that the pairs meet).
 #include "gemv.cuh"
+#include <type_traits>
 
 namespace {
 
@@ -309,6 +310,11 @@ struct GemmClock {
 // rows' scale records, read as the runs are dequantized (issue prefetches
 // them into L1 as far ahead as the copies), so the stream holds no scale
 // per stage.
+struct WQNone {};
+template <int TPW> struct WQFields {
+  uint32_t qlay[TPW] = {}, qpf[TPW] = {};
+  const uint8_t *qlo[TPW] = {}, *qhi[TPW] = {};
+};
 template <int TY, int TPW = 1> struct WStream {
   static constexpr int RUN = WRun<TY>::bytes, BLK = 64 * RUN;  // a (16-row tile, 32-column group) block
   static constexpr int SBLK = TPW * BLK;                       // a stage
@@ -326,9 +332,9 @@ template <int TY, int TPW = 1> struct WStream {
   const float *slo[TPW] = {}, *shi[TPW] = {};
   float sl[TPW][D], sh[TPW][D];
   // QANY: the tile's qp_tile.lay, the lane's rows' scale records, and
-  // their record bytes and groups a record (qp_tile.pf, 8 bits each).
-  uint32_t qlay[TPW] = {}, qpf[TPW] = {};
-  const uint8_t *qlo[TPW] = {}, *qhi[TPW] = {};
+  // their record bytes and groups a record (qp_tile.pf, 8 bits each); an
+  // empty member for the other types.
+  std::conditional_t<TY == RLM_TYPE_QANY, WQFields<TPW>, WQNone> q;
   __device__ __forceinline__ WStream(const DMat &w, void *smem, size_t cap)
       : W(w),
         ring((uint32_t)__cvta_generic_to_shared(reinterpret_cast<char *>(smem) + cap - kRingBytes) +
@@ -342,15 +348,15 @@ template <int TY, int TPW = 1> struct WStream {
     slo[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)rlo * G : nullptr;
     shi[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)(rlo + 8) * G : nullptr;
     if constexpr (TY == RLM_TYPE_QANY) {
-      qlay[t] = 0;
+      q.qlay[t] = 0;
       if (pb[t]) {
         const uint4 *rec = reinterpret_cast<const uint4 *>(W.qt + t16);
         const uint4 r0 = __ldg(rec), r1 = __ldg(rec + 1);  // {code16, lay, sc[0], sc[1]}, {stride[2], pf[2]}
         pb[t] = reinterpret_cast<const char *>(W.w) + (size_t)r0.x * 16;
-        qlay[t] = r0.y;
-        qlo[t] = W.qs + r0.z + (size_t)(lane >> 2) * r1.x;
-        qhi[t] = W.qs + r0.w + (size_t)(lane >> 2) * r1.y;
-        qpf[t] = (r1.z & 0xFF) | (r1.z >> 16) << 8 | (r1.w & 0xFF) << 16 | (r1.w >> 16) << 24;
+        q.qlay[t] = r0.y;
+        q.qlo[t] = W.qs + r0.z + (size_t)(lane >> 2) * r1.x;
+        q.qhi[t] = W.qs + r0.w + (size_t)(lane >> 2) * r1.y;
+        q.qpf[t] = (r1.z & 0xFF) | (r1.z >> 16) << 8 | (r1.w & 0xFF) << 16 | (r1.w >> 16) << 24;
       }
     }
   }
@@ -364,12 +370,12 @@ template <int TY, int TPW = 1> struct WStream {
     for (int t = 0; t < TPW; t++) {
       if constexpr (TY == RLM_TYPE_QANY) {
         if (!pb[t]) continue;  // nothing to copy: its runs are never used
-        const int bytes = qp_lay_block(qlay[t]);
+        const int bytes = qp_lay_block(q.qlay[t]);
         if (copy && lane * 16 < bytes)
           cp16(ring + st * SBLK + t * BLK + lane * 16, pb[t] + (size_t)j * bytes + lane * 16, 16);
-        const uint32_t pf = qpf[t];
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(qlo[t] + (size_t)(j >> ((pf >> 8) & 0xFF)) * (pf & 0xFF)));
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(qhi[t] + (size_t)(j >> (pf >> 24)) * ((pf >> 16) & 0xFF)));
+        const uint32_t pf = q.qpf[t];
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(q.qlo[t] + (size_t)(j >> ((pf >> 8) & 0xFF)) * (pf & 0xFF)));
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(q.qhi[t] + (size_t)(j >> (pf >> 24)) * ((pf >> 16) & 0xFF)));
         continue;
       }
       if (copy) {
@@ -393,7 +399,7 @@ template <int TY, int TPW = 1> struct WStream {
   // A lane's run of half h of tile t's block in stage i (group j) into w.
   __device__ __forceinline__ void read(WRaw<TY> &w, int i, int t, int h, int j) const {
     if constexpr (TY == RLM_TYPE_QANY) {
-      const uint32_t lay = qlay[t], wa = qp_lay_wa(lay, h), wb = qp_lay_wb(lay, h);
+      const uint32_t lay = q.qlay[t], wa = qp_lay_wa(lay, h), wb = qp_lay_wb(lay, h);
       const uint32_t base = ring + i * SBLK + t * BLK + qp_lay_half(lay, h);
       if (wa == 8) {
         const uint4 v = lds64(base + lane * 8);
@@ -403,7 +409,7 @@ template <int TY, int TPW = 1> struct WStream {
       }
       w.b = wb == 2 ? lds16(base + 32 * wa + lane * 2) : wb == 1 ? lds8(base + 32 * wa + lane) : 0;
       w.t = qp_lay_type(lay, h);
-      w.s = h ? qhi[t] : qlo[t];
+      w.s = h ? q.qhi[t] : q.qlo[t];
       w.j = j;
     } else {
       w.read(ring + i * SBLK + t * BLK + h * 32 * RUN + lane * RUN, h ? sh[t][i] : sl[t][i]);
@@ -1111,7 +1117,7 @@ __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t
   if (W.type == RLM_TYPE_BF16) go(WStream<RLM_TYPE_BF16>(W, smem, cap));
   else if (W.type == RLM_TYPE_F16) go(WStream<RLM_TYPE_F16>(W, smem, cap));
   else if (W.type == RLM_TYPE_Q8_0) go(WStream<RLM_TYPE_Q8_0>(W, smem, cap));
-  else if (W.type == RLM_TYPE_QANY) go(WStream<RLM_TYPE_QANY>(W, smem, cap));
+  else if (kQany && W.type == RLM_TYPE_QANY) go(WStream<RLM_TYPE_QANY>(W, smem, cap));
   else go(WStream<RLM_TYPE_F32>(W, smem, cap));
 }
 
@@ -1129,11 +1135,13 @@ __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t
 template <bool kHalves = false, class Epi>
 __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap, GemmScratch s, Epi epi) {
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
-  if (W.type == RLM_TYPE_QANY) {
-    if (gemm_local_ok(W, M, cap)) gemm_local_t<RLM_TYPE_QANY>(W, in, M, xs, cap, s, epi);
-    else if (M <= kSmallM) gemm_t<RLM_TYPE_QANY, kSmallM>(W, in, M, xs, cap, s, epi);
-    else gemm_t<RLM_TYPE_QANY, kPass>(W, in, M, xs, cap, s, epi);
-    return;
+  if constexpr (kQany) {
+    if (W.type == RLM_TYPE_QANY) {
+      if (gemm_local_ok(W, M, cap)) gemm_local_t<RLM_TYPE_QANY>(W, in, M, xs, cap, s, epi);
+      else if (M <= kSmallM) gemm_t<RLM_TYPE_QANY, kSmallM>(W, in, M, xs, cap, s, epi);
+      else gemm_t<RLM_TYPE_QANY, kPass>(W, in, M, xs, cap, s, epi);
+      return;
+    }
   }
   if (gemm_local_ok(W, M, cap)) {
     if (W.type == RLM_TYPE_BF16) gemm_local_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);

@@ -53,6 +53,7 @@ func checkQuantProduct(t *testing.T, run gemmRun, r *rand.Rand, wf []float32, n,
 	x, _, _ := gemmCase(r, m, 1, k)
 	all, err := run(m, x)
 	if err != nil {
+		skipNoQuant(t, err)
 		t.Fatal(err)
 	}
 	worst := 0.0
@@ -165,6 +166,7 @@ func BenchmarkTileProductQuant(b *testing.B) {
 					x, _, _ := gemmCase(r, m, 1, mat.k)
 					_, ms, err := l.testGemmQ(m, mat.k, x, parts, max(b.N, 20), 0)
 					if err != nil {
+						skipNoQuant(b, err)
 						b.Fatal(err)
 					}
 					b.ReportMetric(ms*1e3, "µs/product")
