@@ -11,6 +11,13 @@ NVCC      ?= nvcc
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
 # CUDA_FLAGS: more nvcc flags, e.g. -DRLM_PROF_BLOCKS (kernels/cuda/README.md, Profiling)
 CUDA_FLAGS ?=
+# CUDA_QUANT=1: the block-quantized weight types (Q4_0 ... Q6_K, IQ4_*, MXFP4:
+# Q4_K_M files) on the CUDA device too. ptxas then takes about 21 minutes
+# instead of 5, and BF16/F16/Q8_0 decode runs 2-3.5% slower (bench/RESULTS.md).
+CUDA_QUANT ?= 0
+ifeq ($(CUDA_QUANT),1)
+CUDA_FLAGS += -DRLM_QANY
+endif
 DEFAULT_MODEL := bin/default-tiny-llama.gguf
 PROMPT    ?= package main\n\nimport "fmt"\n\n// fib returns the n-th Fibonacci number.\nfunc fib(n int) int {
 

@@ -211,6 +211,16 @@ func TestLoadProbeFails(t *testing.T) {
 // activations in float32, so its CPU reference does too (the CPU device's
 // default for quantized weights, 8-bit activations, would put the
 // activations' rounding into every comparison).
+// skipNoQuant skips a test or benchmark of the block-quantized types on a
+// library built without them (make cuda without CUDA_QUANT=1), which
+// refuses them with this error.
+func skipNoQuant(t testing.TB, err error) {
+	t.Helper()
+	if err != nil && strings.Contains(err.Error(), "built without the block-quantized types") {
+		t.Skip(err)
+	}
+}
+
 func loadSynth(t testing.TB, s synth.Shape, typ gguf.Type, seed uint64) *model.Model {
 	t.Helper()
 	m := testmodel.Open(t, testmodel.Write(t, s, typ, seed))
@@ -292,6 +302,22 @@ func checkVec(t *testing.T, d *desc, what string, got vecView, want []float32) {
 	}
 }
 
+// describe describes m to the library with o normalized (newDesc); freed
+// when the test ends.
+func describe(t *testing.T, m *model.Model, o Options) *desc {
+	t.Helper()
+	o, err := o.normalize(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDesc(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.free)
+	return d
+}
+
 func TestDescriptors(t *testing.T) {
 	for _, tc := range []struct {
 		arch string
@@ -300,15 +326,7 @@ func TestDescriptors(t *testing.T) {
 	}{{"llama", gguf.TypeF16, 0}, {"qwen2", gguf.TypeBF16, 1}, {"phi3", gguf.TypeQ8_0, 1}} {
 		t.Run(tc.arch, func(t *testing.T) {
 			m := tiny(t, tc.arch, tc.typ)
-			o, err := Options{Device: 1, Slots: 7, Context: 1000, MaxStepTokens: 300, NumBlocks: 99, KVMaxBytes: 1 << 33, GridBlocks: 5}.normalize(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := newDesc(m, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.free()
+			d := describe(t, m, Options{Device: 1, Slots: 7, Context: 1000, MaxStepTokens: 300, NumBlocks: 99, KVMaxBytes: 1 << 33, GridBlocks: 5})
 			v := d.view()
 			c := &m.Config
 			head := []uint32{ABI, uint32(c.Layers), uint32(c.Dim), uint32(c.Heads), uint32(c.KVHeads), uint32(c.HeadDim),
@@ -378,10 +396,21 @@ func TestDescriptorErrors(t *testing.T) {
 	m := tiny(t, "llama", gguf.TypeF16)
 	o, _ := Options{}.normalize(m)
 	layers := slices.Clone(m.Layers)
-	layers[1].Down.Type = gguf.TypeQ4_0
+	layers[1].Down.Type = gguf.TypeIQ2_XXS
 	bad := &model.Model{Config: m.Config, Embed: m.Embed, Output: m.Output, OutNorm: m.OutNorm, Layers: layers}
-	if _, err := newDesc(bad, o); err == nil || !strings.Contains(err.Error(), "ffn_down") || !strings.Contains(err.Error(), "layer 1") {
-		t.Fatalf("Q4_0 weights: %v", err)
+	_, err := newDesc(bad, o)
+	for _, want := range []string{"ffn_down", "layer 1", "type IQ2_XXS", "reads F32, F16, BF16, Q8_0, Q4_0", "Q4_K", "Q6_K", "MXFP4"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("IQ2_XXS weights: %v (want %q in it)", err, want)
+		}
+	}
+	// The block types the device keeps at their own width are described
+	// with ggml's ids.
+	layers[1].Down.Type = gguf.TypeQ4_K
+	if d, err := newDesc(bad, o); err != nil || d.view().LayerViews[1].Down.Type != uint32(gguf.TypeQ4_K) {
+		t.Fatalf("Q4_K weights: %v", err)
+	} else {
+		d.free()
 	}
 	wide := &model.Model{Config: m.Config, Embed: m.Embed, Output: m.Output, OutNorm: m.OutNorm, Layers: m.Layers}
 	wide.SlidingWindow = math.MaxInt32 + 1
@@ -595,6 +624,7 @@ func cudaEngineGrid(t testing.TB, m *model.Model, cfg engine.Config, grid int) (
 	}
 	dev, err := Open(m, Options{Slots: cfg.Slots, MaxStepTokens: cfg.TokenBudget, Context: m.Context, KVMaxBytes: 2 << 30, GridBlocks: grid})
 	if err != nil {
+		skipNoQuant(t, err)
 		t.Fatal(err)
 	}
 	cfg.NumBlocks, cfg.BlockSize, cfg.Allocator = dev.NumBlocks(), dev.BlockSize(), dev.Allocator()
@@ -741,6 +771,26 @@ type greedyCase struct {
 	shape   synth.Shape
 	typ     gguf.Type
 	batches []int
+	mix     string // a llama-quantize mix (synth.Options.Mix) in place of typ
+}
+
+// load writes the case's model with seed and loads it as loadSynth does.
+func (c greedyCase) load(t testing.TB, seed uint64) *model.Model {
+	t.Helper()
+	if c.mix == "" {
+		return loadSynth(t, c.shape, c.typ, seed)
+	}
+	w, err := synth.Build(synth.Options{Shape: c.shape, Mix: c.mix, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "model.gguf")
+	if err := w.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	m := testmodel.Open(t, p)
+	m.SetActivations(model.FloatActivations)
+	return m
 }
 
 func greedyCases(t *testing.T) []greedyCase {
@@ -754,11 +804,19 @@ func greedyCases(t *testing.T) []greedyCase {
 	// the largest batch: the CPU device is batch invariant).
 	all := []int{1, 7, 64, 256}
 	return []greedyCase{
-		{"tiny-llama-f16", ll, gguf.TypeF16, all},
-		{"tiny-qwen2-bf16", qw, gguf.TypeBF16, all},
-		{"tiny-phi3-bf16", ph, gguf.TypeBF16, all},
-		{"tiny-llama-q8_0", ll, gguf.TypeQ8_0, all},
-		{"wide-llama-bf16", wide, gguf.TypeBF16, []int{1, 7, 64}},
+		{"tiny-llama-f16", ll, gguf.TypeF16, all, ""},
+		{"tiny-qwen2-bf16", qw, gguf.TypeBF16, all, ""},
+		{"tiny-phi3-bf16", ph, gguf.TypeBF16, all, ""},
+		{"tiny-llama-q8_0", ll, gguf.TypeQ8_0, all, ""},
+		{"wide-llama-bf16", wide, gguf.TypeBF16, []int{1, 7, 64}, ""},
+		// The block types at their own width (qpack.h): Q4_0; Q4_K_M's
+		// mix of Q4_K and Q6_K (attn_v and some ffn_down in Q6_K: QKV
+		// stacks of two types); Q6_K with a tied head (the embedding's
+		// packed rows are the head's); MXFP4.
+		{"tiny-llama-q4_0", ll, gguf.TypeQ4_0, all, ""},
+		{"tiny-llama-q4_k_m", ll, 0, all, "Q4_K_M"},
+		{"tiny-qwen2-q6_k", qw, gguf.TypeQ6_K, all, ""},
+		{"tiny-llama-mxfp4", ll, gguf.TypeMXFP4, all, ""},
 	}
 }
 
@@ -819,12 +877,13 @@ func refBlocks(reqs []engine.Request) int {
 // TestGreedyMatchesCPU: greedy continuations of 64 tokens on the GPU
 // against the CPU reference device (F16 KV) by vLLM's closeness rule
 // (checkGreedyClose), at batch 1, 7, 64 and 256 with prompts of 1 to 300
-// tokens, for tiny llama, qwen2 and phi3 and a wider llama.
+// tokens, for tiny llama, qwen2 and phi3 and a wider llama; tiny models in
+// block-quantized types too (Q4_0, Q4_K_M, Q6_K, MXFP4).
 func TestGreedyMatchesCPU(t *testing.T) {
 	needGPU(t)
 	for _, tc := range greedyCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			m := loadSynth(t, tc.shape, tc.typ, 11)
+			m := tc.load(t, 11)
 			maxB := slices.Max(tc.batches)
 			ps := prompts(maxB, m.Vocab, 300, 5)
 			p := sample.Defaults()
@@ -890,7 +949,7 @@ func TestLogitsMatchCPU(t *testing.T) {
 	needGPU(t)
 	for _, tc := range greedyCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			m := loadSynth(t, tc.shape, tc.typ, 13)
+			m := tc.load(t, 13)
 			e, dev, closeGPU := cudaEngine(t, m, engine.Config{Slots: 4, PipelineDepth: 1})
 			defer closeGPU()
 			for _, n := range []int{1, 17, 250, 600} {
@@ -1076,20 +1135,22 @@ func BenchmarkDecode(b *testing.B) {
 		b.Fatal(err)
 	}
 	t0 := time.Now()
-	typ := gguf.TypeBF16 // RINGLM_BENCH_TYPE=f16|q8_0 for the others
+	typ := gguf.TypeBF16 // RINGLM_BENCH_TYPE=f16|q8_0|q4_k... for the others
 	if v := os.Getenv("RINGLM_BENCH_TYPE"); v != "" {
 		var ok bool
 		if typ, ok = gguf.ParseType(v); !ok {
 			b.Fatalf("RINGLM_BENCH_TYPE %q", v)
 		}
 	}
-	m := loadSynth(b, s, typ, 1)
+	// RINGLM_BENCH_MIX=Q4_K_M (a llama-quantize mix) in place of the type.
+	m := greedyCase{shape: s, typ: typ, mix: os.Getenv("RINGLM_BENCH_MIX")}.load(b, 1)
 	b.Logf("synthetic %s: %.2f GB of weights per step, written and mapped in %v", s.Name, float64(m.WeightBytes())/1e9,
 		time.Since(t0).Round(time.Millisecond))
 	const maxBatch, ctx = 256, 4096
 	const budget = 2048
 	dev, err := Open(m, Options{Slots: maxBatch, Context: ctx, MaxStepTokens: budget, KVMaxBytes: 40 << 30})
 	if err != nil {
+		skipNoQuant(b, err)
 		b.Fatal(err)
 	}
 	defer dev.Close()

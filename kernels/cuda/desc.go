@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"ringlm/gguf"
 	"ringlm/model"
+	"ringlm/quant"
 	"ringlm/ringbuf"
 )
 
@@ -33,17 +35,38 @@ type desc struct {
 	cfg    model.Config
 }
 
-// cType maps a weight type to the ABI's ids (ggml's).
+// readTypes are the weight types the CUDA device reads, in the order its
+// refusal names them: the float types and Q8_0, then the block types it
+// keeps at their own width (qpack.h).
+var readTypes = []gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_1,
+	gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
+	gguf.TypeIQ4_NL, gguf.TypeIQ4_XS, gguf.TypeMXFP4}
+
+// The ABI's type ids are ggml's, which package gguf's are: a difference
+// would not compile (a negative constant converted to uint8).
+const (
+	_ = uint8(gguf.TypeQ4_0-C.RLM_TYPE_Q4_0) + uint8(C.RLM_TYPE_Q4_0-gguf.TypeQ4_0)
+	_ = uint8(gguf.TypeQ4_1-C.RLM_TYPE_Q4_1) + uint8(C.RLM_TYPE_Q4_1-gguf.TypeQ4_1)
+	_ = uint8(gguf.TypeQ5_0-C.RLM_TYPE_Q5_0) + uint8(C.RLM_TYPE_Q5_0-gguf.TypeQ5_0)
+	_ = uint8(gguf.TypeQ5_1-C.RLM_TYPE_Q5_1) + uint8(C.RLM_TYPE_Q5_1-gguf.TypeQ5_1)
+	_ = uint8(gguf.TypeQ8_0-C.RLM_TYPE_Q8_0) + uint8(C.RLM_TYPE_Q8_0-gguf.TypeQ8_0)
+	_ = uint8(gguf.TypeQ2_K-C.RLM_TYPE_Q2_K) + uint8(C.RLM_TYPE_Q2_K-gguf.TypeQ2_K)
+	_ = uint8(gguf.TypeQ3_K-C.RLM_TYPE_Q3_K) + uint8(C.RLM_TYPE_Q3_K-gguf.TypeQ3_K)
+	_ = uint8(gguf.TypeQ4_K-C.RLM_TYPE_Q4_K) + uint8(C.RLM_TYPE_Q4_K-gguf.TypeQ4_K)
+	_ = uint8(gguf.TypeQ5_K-C.RLM_TYPE_Q5_K) + uint8(C.RLM_TYPE_Q5_K-gguf.TypeQ5_K)
+	_ = uint8(gguf.TypeQ6_K-C.RLM_TYPE_Q6_K) + uint8(C.RLM_TYPE_Q6_K-gguf.TypeQ6_K)
+	_ = uint8(gguf.TypeIQ4_NL-C.RLM_TYPE_IQ4_NL) + uint8(C.RLM_TYPE_IQ4_NL-gguf.TypeIQ4_NL)
+	_ = uint8(gguf.TypeIQ4_XS-C.RLM_TYPE_IQ4_XS) + uint8(C.RLM_TYPE_IQ4_XS-gguf.TypeIQ4_XS)
+	_ = uint8(gguf.TypeMXFP4-C.RLM_TYPE_MXFP4) + uint8(C.RLM_TYPE_MXFP4-gguf.TypeMXFP4)
+	_ = uint8(gguf.TypeF32-C.RLM_TYPE_F32) + uint8(C.RLM_TYPE_F32-gguf.TypeF32)
+	_ = uint8(gguf.TypeF16-C.RLM_TYPE_F16) + uint8(C.RLM_TYPE_F16-gguf.TypeF16)
+	_ = uint8(gguf.TypeBF16-C.RLM_TYPE_BF16) + uint8(C.RLM_TYPE_BF16-gguf.TypeBF16)
+)
+
+// cType maps a weight type to the ABI's ids (ggml's, so the id itself).
 func cType(t gguf.Type) (C.uint32_t, bool) {
-	switch t {
-	case gguf.TypeF32:
-		return C.RLM_TYPE_F32, true
-	case gguf.TypeF16:
-		return C.RLM_TYPE_F16, true
-	case gguf.TypeBF16:
-		return C.RLM_TYPE_BF16, true
-	case gguf.TypeQ8_0:
-		return C.RLM_TYPE_Q8_0, true
+	if slices.Contains(readTypes, t) {
+		return C.uint32_t(t), true
 	}
 	return 0, false
 }
@@ -175,7 +198,7 @@ func (d *desc) mat(dst *C.rlm_matrix, m *model.Matrix) error {
 	}
 	t, ok := cType(m.Type)
 	if !ok {
-		return fmt.Errorf("cuda: tensor %q has type %s; the CUDA device reads F32, F16, BF16 and Q8_0", m.Name, m.Type)
+		return fmt.Errorf("cuda: tensor %q has type %s; the CUDA device reads %s", m.Name, m.Type, quant.Names(readTypes))
 	}
 	p := unsafe.Pointer(unsafe.SliceData(m.Data))
 	d.pin.Pin(p)

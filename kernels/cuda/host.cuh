@@ -41,7 +41,7 @@ struct rlm_ctx {
 };
 
 // Bytes of n weights as the device keeps them (Q8_0: int8 quants plus a
-// float scale per 32).
+// float scale per 32; the other block types: about the file's, qpack.h).
 static size_t type_bytes(uint32_t t, uint64_t n) {
   switch (t) {
     case RLM_TYPE_F32: return n * 4;
@@ -49,7 +49,99 @@ static size_t type_bytes(uint32_t t, uint64_t n) {
     case RLM_TYPE_BF16: return n * 2;
     case RLM_TYPE_Q8_0: return n + n / 32 * 4;
   }
-  return 0;
+  qp_fmt f;
+  return qp_fmt_of(t, &f) ? n / f.blk * f.bb : 0;
+}
+
+static const char *type_name(uint32_t t) {
+  switch (t) {
+    case RLM_TYPE_F32: return "F32";
+    case RLM_TYPE_F16: return "F16";
+    case RLM_TYPE_BF16: return "BF16";
+    case RLM_TYPE_Q4_0: return "Q4_0";
+    case RLM_TYPE_Q4_1: return "Q4_1";
+    case RLM_TYPE_Q5_0: return "Q5_0";
+    case RLM_TYPE_Q5_1: return "Q5_1";
+    case RLM_TYPE_Q8_0: return "Q8_0";
+    case RLM_TYPE_Q2_K: return "Q2_K";
+    case RLM_TYPE_Q3_K: return "Q3_K";
+    case RLM_TYPE_Q4_K: return "Q4_K";
+    case RLM_TYPE_Q5_K: return "Q5_K";
+    case RLM_TYPE_Q6_K: return "Q6_K";
+    case RLM_TYPE_IQ4_NL: return "IQ4_NL";
+    case RLM_TYPE_IQ4_XS: return "IQ4_XS";
+    case RLM_TYPE_MXFP4: return "MXFP4";
+  }
+  return "an unknown type";
+}
+#define RLM_TYPES_READ "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4"
+
+// A stack of block-quantized parts as qpack.h lays it out, in host memory.
+struct QHost {
+  std::vector<qp_tile> tiles;
+  std::vector<uint8_t> codes, scales;
+  int rows = 0, cols = 0;
+};
+
+// qany_build lays out up to np parts stacked by rows (parts without data
+// skipped; all of cols columns): device row i is stacked row (*perm)[i]
+// (-1: a zero row) when perm is set. False, with the reason in err, for a
+// part of a type qpack.h does not hold, rows that are not whole blocks, or
+// an 8-row half of the product's tiles whose rows differ in type (the
+// parts of a stack may change type only at multiples of 8 device rows).
+static bool qany_build(const rlm_matrix *parts, int np, const std::vector<int> *perm, const char *what, QHost &out,
+                       char *err, size_t errlen) {
+  std::vector<const uint8_t *> src;
+  std::vector<uint32_t> typ;
+  out.cols = 0;
+  for (int i = 0; i < np; i++) {
+    if (!parts[i].data) continue;
+    const rlm_matrix &p = parts[i];
+    qp_fmt f;
+    if (!out.cols) out.cols = (int)p.cols;
+    if (!qp_fmt_of(p.type, &f) || (int)p.cols != out.cols || p.cols % f.blk ||
+        (p.bytes && p.bytes < (uint64_t)p.rows * (p.cols / f.blk) * f.bb)) {
+      seterr(err, errlen, "%s: a part of type %s with %u columns (%llu bytes for %u rows) in a stack of %d columns", what,
+             type_name(p.type), p.cols, (unsigned long long)p.bytes, p.rows, out.cols);
+      return false;
+    }
+    const size_t rb = (size_t)(p.cols / f.blk) * f.bb;
+    for (uint32_t r = 0; r < p.rows; r++) {
+      src.push_back(reinterpret_cast<const uint8_t *>(p.data) + r * rb);
+      typ.push_back(p.type);
+    }
+  }
+  if (perm) {
+    std::vector<const uint8_t *> ps(perm->size(), nullptr);
+    std::vector<uint32_t> pt(perm->size(), 0);
+    for (size_t i = 0; i < perm->size(); i++) {
+      const int r = (*perm)[i];
+      if (r >= (int)src.size()) {
+        seterr(err, errlen, "%s: %zu rows, the layout wants row %d", what, src.size(), r);
+        return false;
+      }
+      if (r >= 0) ps[i] = src[r], pt[i] = typ[r];
+    }
+    src.swap(ps);
+    typ.swap(pt);
+  }
+  out.rows = (int)src.size();
+  out.tiles.assign((src.size() + 15) / 16, qp_tile{});
+  size_t nc = 0, ns = 0;
+  int bad = 0;
+  const int rc = qp_plan(out.rows, out.cols, src.data(), typ.data(), out.tiles.data(), &nc, &ns, &bad);
+  if (rc) {
+    seterr(err, errlen,
+           rc == -1 ? "%s: device row %d (%s) shares an 8-row half of the tensor-core product's tiles with rows of another type "
+                      "(the parts of a stack may differ in type only at multiples of 8 rows)"
+                    : "%s: device row %d: type %s with rows of that many columns is not read",
+           what, bad, type_name(typ[bad]));
+    return false;
+  }
+  out.codes.assign(nc, 0);
+  out.scales.assign(ns, 0);
+  qp_fill(out.rows, out.cols, src.data(), out.tiles.data(), out.codes.data(), out.scales.data());
+  return true;
 }
 
 // pack_tiles rearranges a row-major matrix (rows × cols elements of esz
@@ -183,6 +275,10 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   auto okType = [](uint32_t t) {
     return t == RLM_TYPE_F32 || t == RLM_TYPE_F16 || t == RLM_TYPE_BF16 || t == RLM_TYPE_Q8_0;
   };
+  auto qType = [](uint32_t t) {
+    qp_fmt f;
+    return qp_fmt_of(t, &f) != 0;
+  };
   rlm_ctx *c = new rlm_ctx();
   c->device = o->device;
   // From here failures must free c.
@@ -237,8 +333,12 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   // A device matrix from up to three host matrices stacked by rows; with
   // perm, device row i is stacked row perm[i] (-1: a zero row), so the
   // matrix has perm->size() rows.
+  // The block-quantized types other than Q8_0 alone (and Q8_0 in a stack
+  // with them) go to VRAM at their own width in the tensor-core product's
+  // order (qpack.h, RLM_TYPE_QANY), the embedding too (embed: its rows are
+  // read by load8 in that order); the CUDA-core phases do not read them.
   auto stack = [&](DMat *out, const rlm_matrix *parts, int np, const char *what, const std::vector<int> *perm,
-                   bool pack) -> bool {
+                   bool pack, bool embed) -> bool {
     // The first part with data sets the type and width (phi3's fused
     // tensors come as the first or the last part of a stack, the others null).
     uint32_t rows = 0, cols = 0, type = 0;
@@ -248,11 +348,44 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
         type = parts[i].type;
         break;
       }
+    bool qany = true, mixed = false;
+    for (int i = 0; i < np; i++)
+      if (parts[i].data) {
+        qany = qany && qType(parts[i].type);
+        mixed = mixed || parts[i].type != type;
+      }
+    if (qany && (mixed || type != RLM_TYPE_Q8_0)) {
+      if (!kQany) {
+        seterr(err, errlen, "%s: %s weights: this CUDA library was built without the block-quantized types; "
+               "make cuda CUDA_QUANT=1 builds one that reads them", what, type_name(type));
+        return false;
+      }
+      if (!pack && !embed) {
+        seterr(err, errlen, "%s: %s weights are read by the tensor-core product only; the CUDA-core phases (RINGLM_CUDA_GEMV=1, or "
+               "widths that are not multiples of 32) read F32, F16, BF16 and Q8_0", what, type_name(type));
+        return false;
+      }
+      QHost q;
+      if (!qany_build(parts, np, perm, what, q, err, errlen)) return false;
+      char *dw;
+      uint8_t *dsc;
+      qp_tile *dt;
+      DALLOC_OR(dw, char, q.codes.size(), return false);
+      DALLOC_OR(dsc, uint8_t, q.scales.size(), return false);
+      DALLOC_OR(dt, qp_tile, q.tiles.size(), return false);
+      if (!upload(q.codes.data(), q.codes.size(), dw) || !upload(q.scales.data(), q.scales.size(), dsc) ||
+          !upload(q.tiles.data(), q.tiles.size() * sizeof(qp_tile), dt)) {
+        seterr(err, errlen, "%s: upload failed", what);
+        return false;
+      }
+      *out = DMat{dw, RLM_TYPE_QANY, q.rows, q.cols, nullptr, 1, dt, dsc};
+      return true;
+    }
     for (int i = 0; i < np; i++) {
       if (!parts[i].data) continue;
       if (!okType(parts[i].type) || parts[i].type != type || parts[i].cols != cols) {
-        seterr(err, errlen, "%s: type %u / %u columns not supported by the CUDA device (F32, F16, BF16, Q8_0; one type per stack)",
-               what, parts[i].type, parts[i].cols);
+        seterr(err, errlen, "%s: %s with %u columns (after %s) not supported by the CUDA device (" RLM_TYPES_READ
+               "; the float types one per stack)", what, type_name(parts[i].type), parts[i].cols, type_name(type));
         return false;
       }
       rows += parts[i].rows;
@@ -379,13 +512,17 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     if (!vec(inv.data(), inv.size(), &p)) return bail();
     d.inv_freq = p;
   }
-  if (!stack(&d.embed, &m->embed, 1, "token_embd", nullptr, false)) return bail();
+  if (!stack(&d.embed, &m->embed, 1, "token_embd", nullptr, false, true)) return bail();
   if (m->output.data && m->output.data != m->embed.data) {
-    if (!stack(&d.output, &m->output, 1, "output", nullptr, d.mma)) return bail();
-  } else if (d.mma) {  // tied: the head reads a packed copy, the embedding phase the rows
-    if (!stack(&d.output, &m->embed, 1, "output (tied)", nullptr, true)) return bail();
+    if (!stack(&d.output, &m->output, 1, "output", nullptr, d.mma, false)) return bail();
+  } else if (d.mma && d.embed.type != RLM_TYPE_QANY) {  // tied: the head reads a packed copy, the embedding phase the rows
+    if (!stack(&d.output, &m->embed, 1, "output (tied)", nullptr, true, false)) return bail();
+  } else if (!d.mma && d.embed.type == RLM_TYPE_QANY) {
+    seterr(err, errlen, "output (tied): %s weights are read by the tensor-core product only; the CUDA-core phases "
+           "(RINGLM_CUDA_GEMV=1, or widths that are not multiples of 32) read F32, F16, BF16 and Q8_0", type_name(m->embed.type));
+    return bail();
   } else {
-    d.output = d.embed;
+    d.output = d.embed;  // the CUDA-core head reads the rows; a block-quantized embedding is in the product's order already
   }
   {
     float *p;
@@ -402,7 +539,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     if (!vec(S.ffn_norm, m->dim, &p)) return bail();
     L.ffn_norm = p;
     const rlm_matrix qkv[3] = {S.q, S.k, S.v};
-    if (!stack(&L.qkv, qkv, 3, "attn_qkv", d.mma ? &qkv_perm : nullptr, d.mma)) return bail();
+    if (!stack(&L.qkv, qkv, 3, "attn_qkv", d.mma ? &qkv_perm : nullptr, d.mma, false)) return bail();
     if ((uint32_t)L.qkv.rows != (d.mma ? (uint32_t)qkv_perm.size() : qd + 2 * kvd)) {
       seterr(err, errlen, "layer %u: QKV has %d rows, want %u", l, L.qkv.rows, qd + 2 * kvd);
       return bail();
@@ -416,14 +553,14 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
       if (!vec(b.data(), b.size(), &p)) return bail();
       L.qkv_bias = p;
     }
-    if (!stack(&L.o, &S.out, 1, "attn_output", nullptr, d.mma)) return bail();
+    if (!stack(&L.o, &S.out, 1, "attn_output", nullptr, d.mma, false)) return bail();
     const rlm_matrix gu[2] = {S.gate, S.up};
-    if (!stack(&L.gu, gu, 2, "ffn_gate/up", d.mma ? &gu_perm : nullptr, d.mma)) return bail();
+    if (!stack(&L.gu, gu, 2, "ffn_gate/up", d.mma ? &gu_perm : nullptr, d.mma, false)) return bail();
     if ((uint32_t)L.gu.rows != 2 * m->ffn) {
       seterr(err, errlen, "layer %u: gate+up has %d rows, want %u", l, L.gu.rows, 2 * m->ffn);
       return bail();
     }
-    if (!stack(&L.down, &S.down, 1, "ffn_down", nullptr, d.mma)) return bail();
+    if (!stack(&L.down, &S.down, 1, "ffn_down", nullptr, d.mma, false)) return bail();
   }
   // Grid size: one block per SM (the kernel is written for 512 threads).
   c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats) + kRingBytes;

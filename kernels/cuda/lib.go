@@ -21,6 +21,7 @@ typedef int (*rlm_read_logits_fn)(rlm_ctx *, uint32_t, float *, uint32_t, char *
 typedef int (*rlm_copy_bandwidth_fn)(rlm_ctx *, uint64_t, double *, char *, size_t);
 typedef void (*rlm_destroy_fn)(rlm_ctx *);
 typedef int (*rlm_test_gemm_fn)(uint32_t, uint32_t, uint32_t, const float *, const uint16_t *, float *, uint32_t, uint32_t, double *, char *, size_t);
+typedef int (*rlm_test_gemm_q_fn)(uint32_t, const float *, const rlm_matrix *, uint32_t, float *, uint32_t, uint32_t, double *, char *, size_t);
 typedef int (*rlm_test_sample_fn)(uint32_t, uint32_t, const uint32_t *, const uint64_t *, const float *, rlm_sample_out *, char *, size_t);
 
 static int tr_probe(void *f, char *err, size_t n) { return ((rlm_probe_fn)f)(err, n); }
@@ -36,6 +37,10 @@ static void tr_destroy(void *f, rlm_ctx *c) { ((rlm_destroy_fn)f)(c); }
 static int tr_test_gemm(void *f, uint32_t m, uint32_t n, uint32_t k, const float *x, const uint16_t *w, float *y, uint32_t iters,
                         uint32_t grid, double *ms, char *err, size_t errn) {
 	return ((rlm_test_gemm_fn)f)(m, n, k, x, w, y, iters, grid, ms, err, errn);
+}
+static int tr_test_gemm_q(void *f, uint32_t m, const float *x, const rlm_matrix *parts, uint32_t np, float *y, uint32_t iters,
+                          uint32_t grid, double *ms, char *err, size_t errn) {
+	return ((rlm_test_gemm_q_fn)f)(m, x, parts, np, y, iters, grid, ms, err, errn);
 }
 static int tr_test_sample(void *f, uint32_t vocab, uint32_t n, const uint32_t *words, const uint64_t *offs, const float *logits,
                           rlm_sample_out *out, char *err, size_t errn) {
@@ -62,9 +67,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"unsafe"
 
+	"ringlm/gguf"
 	"ringlm/ringbuf"
 	"ringlm/sample"
 )
@@ -308,6 +315,54 @@ func (l *library) testGemmGrid(m, n, k int, x []float32, w []uint16, iters, grid
 	if C.tr_test_gemm(fn, C.uint32_t(m), C.uint32_t(n), C.uint32_t(k), (*C.float)(unsafe.Pointer(&x[0])), (*C.uint16_t)(unsafe.Pointer(&w[0])),
 		(*C.float)(unsafe.Pointer(&y[0])), C.uint32_t(iters), C.uint32_t(grid), &ms, &errbuf[0], errLen) < 0 {
 		return nil, 0, cerr("rlm_test_gemm", errbuf[:])
+	}
+	return y, float64(ms), nil
+}
+
+// qPart is one part of a stacked block-quantized matrix: rows of k
+// columns in typ's GGUF encoding.
+type qPart struct {
+	typ  gguf.Type
+	rows int
+	data []byte
+}
+
+// testGemmQ runs the tile product over block-quantized weights
+// (rlm_test_gemm_q): y = bf16(x) · wᵀ for x m×k float32 and w the parts
+// stacked by rows, uploaded as rlm_create uploads a stack; on a grid of
+// that many blocks (0: one per SM); iters > 0 also times as many runs.
+func (l *library) testGemmQ(m, k int, x []float32, parts []qPart, iters, grid int) ([]float32, float64, error) {
+	fn, err := l.optional("rlm_test_gemm_q")
+	if err != nil {
+		return nil, 0, err
+	}
+	n := 0
+	for _, p := range parts {
+		n += p.rows
+	}
+	if m <= 0 || k <= 0 || n == 0 || len(x) != m*k {
+		return nil, 0, fmt.Errorf("cuda: testGemmQ %d×%d×%d with %d inputs", m, n, k, len(x))
+	}
+	// The descriptors in C memory, pointing at the parts' bytes, pinned.
+	cm := (*C.rlm_matrix)(C.calloc(C.size_t(len(parts)), C.sizeof_rlm_matrix))
+	defer C.free(unsafe.Pointer(cm))
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	cs := unsafe.Slice(cm, len(parts))
+	for i, p := range parts {
+		if len(p.data) == 0 {
+			return nil, 0, fmt.Errorf("cuda: testGemmQ: part %d is empty", i)
+		}
+		pin.Pin(&p.data[0])
+		cs[i] = C.rlm_matrix{data: unsafe.Pointer(&p.data[0]), bytes: C.uint64_t(len(p.data)), _type: C.uint32_t(p.typ),
+			rows: C.uint32_t(p.rows), cols: C.uint32_t(k)}
+	}
+	y := make([]float32, m*n)
+	var ms C.double
+	var errbuf [errLen]C.char
+	if C.tr_test_gemm_q(fn, C.uint32_t(m), (*C.float)(unsafe.Pointer(&x[0])), cm, C.uint32_t(len(parts)),
+		(*C.float)(unsafe.Pointer(&y[0])), C.uint32_t(iters), C.uint32_t(grid), &ms, &errbuf[0], errLen) < 0 {
+		return nil, 0, cerr("rlm_test_gemm_q", errbuf[:])
 	}
 	return y, float64(ms), nil
 }

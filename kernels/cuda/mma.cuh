@@ -14,7 +14,9 @@
 //    each warp through its own ring of stages in shared memory with
 //    cp.async, from a copy packed at upload so that a warp streams its rows
 //    as one contiguous range; dequantized to BF16 as they leave the ring:
-//    BF16, F16, Q8_0, F32); the input rows are the B operand, staged
+//    BF16, F16, Q8_0, F32, and the block-quantized types of qpack.h at
+//    their own width, dequantized exactly as ggml's reference does then
+//    rounded once); the input rows are the B operand, staged
 //    in shared memory as BF16, for the whole phase when they fit and the
 //    block's units cover every chunk, else per unit, pass and kSG × 32
 //    columns of the unit's chunk. They are rounded once: by the phase
@@ -48,6 +50,7 @@
 // RoPE pair and the FFN phase a gate row with its up row (host.cuh permutes
 // those matrices' rows at upload so that the pairs meet).
 #include "gemv.cuh"
+#include <type_traits>
 
 namespace {
 
@@ -108,6 +111,10 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1
 template <int TY> struct WRun { static constexpr int bytes = 16; };  // BF16, F16
 template <> struct WRun<RLM_TYPE_Q8_0> { static constexpr int bytes = 8; };
 template <> struct WRun<RLM_TYPE_F32> { static constexpr int bytes = 32; };
+// The block-quantized types (qpack.h): a block is 32 (wa + wb) bytes a
+// half, at most 512; the ring's stages are 512 bytes apart whatever the
+// tile's types (8 stages), and a stage is filled with the block's own bytes.
+template <> struct WRun<RLM_TYPE_QANY> { static constexpr int bytes = 8; };
 
 __device__ __forceinline__ uint4 lds128(uint32_t a) {
   uint4 v;
@@ -117,6 +124,21 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
 __device__ __forceinline__ uint4 lds64(uint32_t a) {
   uint4 v = make_uint4(0, 0, 0, 0);
   asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t a) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds16(uint32_t a) {
+  unsigned short v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds8(uint32_t a) {
+  uint32_t v;
+  asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(a));
   return v;
 }
 // cp.async of 16 bytes, zero-filled when n is 0 (a tile past the matrix).
@@ -157,6 +179,22 @@ template <> struct WRaw<RLM_TYPE_Q8_0> {
     for (int i = 0; i < 8; i++) f[i] *= s;
     return pack8(f);
   }
+};
+// A block-quantized run: its planes (as qp_pack_run writes them), its
+// type, its row's scale records and its group. Dequantized by one
+// function, not inlined, for every type (a switch inside): ptxas compiles
+// it once, not once per product and epilogue.
+__device__ __noinline__ uint4 qany_bf16(uint32_t t, unsigned long long a, uint32_t b, const uint8_t *s, int j) {
+  float f[8];
+  qp_run(t, a, b, s, j, threadIdx.x & 3, f);
+  return pack8(f);
+}
+template <> struct WRaw<RLM_TYPE_QANY> {
+  unsigned long long a;
+  uint32_t b, t;
+  const uint8_t *s;
+  int j;
+  __device__ __forceinline__ uint4 bf16() const { return qany_bf16(t, a, b, s, j); }
 };
 template <> struct WRaw<RLM_TYPE_F32> {
   uint4 a, b;
@@ -267,18 +305,36 @@ struct GemmClock {
 // stage: the group's block of each tile, in tile order) and loads a Q8_0
 // group's row scales into registers, as far ahead; prime issues a unit's
 // first D groups. The ring is the last kRingBytes of the product's shared
-// memory (smem, cap).
+// memory (smem, cap). A block-quantized tile (RLM_TYPE_QANY) brings its
+// record (qp_tile) at at16: its blocks' bytes and planes, the lane's two
+// rows' scale records, read as the runs are dequantized (issue prefetches
+// them into L1 as far ahead as the copies), so the stream holds no scale
+// per stage.
+struct WQNone {};
+template <int TPW> struct WQFields {
+  uint32_t qlay[TPW] = {}, qpf[TPW] = {};
+  const uint8_t *qlo[TPW] = {}, *qhi[TPW] = {};
+};
 template <int TY, int TPW = 1> struct WStream {
   static constexpr int RUN = WRun<TY>::bytes, BLK = 64 * RUN;  // a (16-row tile, 32-column group) block
   static constexpr int SBLK = TPW * BLK;                       // a stage
   static constexpr int D = kRingWarpBytes / SBLK;              // stages
   static_assert(D >= 2 && kSG % D == 0, "ring stages");
+  // The products' loops over a round of stages unroll it (a stage's Q8_0
+  // scales are registers), except for the block-quantized types: their
+  // stage's fields are addresses only, and their code is kept small
+  // (ptxas's time over the library grows faster than its size).
+  static constexpr int U = TY == RLM_TYPE_QANY ? 1 : D;
   const DMat &W;
   uint32_t ring;
   int warp, lane, G;
   const char *pb[TPW] = {};
   const float *slo[TPW] = {}, *shi[TPW] = {};
   float sl[TPW][D], sh[TPW][D];
+  // QANY: the tile's qp_tile.lay, the lane's rows' scale records, and
+  // their record bytes and groups a record (qp_tile.pf, 8 bits each); an
+  // empty member for the other types.
+  std::conditional_t<TY == RLM_TYPE_QANY, WQFields<TPW>, WQNone> q;
   __device__ __forceinline__ WStream(const DMat &w, void *smem, size_t cap)
       : W(w),
         ring((uint32_t)__cvta_generic_to_shared(reinterpret_cast<char *>(smem) + cap - kRingBytes) +
@@ -291,6 +347,18 @@ template <int TY, int TPW = 1> struct WStream {
     pb[t] = t16 * 16 < W.rows ? reinterpret_cast<const char *>(W.w) + (size_t)t16 * G * BLK : nullptr;
     slo[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)rlo * G : nullptr;
     shi[t] = TY == RLM_TYPE_Q8_0 && pb[t] ? W.sc + (size_t)(rlo + 8) * G : nullptr;
+    if constexpr (TY == RLM_TYPE_QANY) {
+      q.qlay[t] = 0;
+      if (pb[t]) {
+        const uint4 *rec = reinterpret_cast<const uint4 *>(W.qt + t16);
+        const uint4 r0 = __ldg(rec), r1 = __ldg(rec + 1);  // {code16, lay, sc[0], sc[1]}, {stride[2], pf[2]}
+        pb[t] = reinterpret_cast<const char *>(W.w) + (size_t)r0.x * 16;
+        q.qlay[t] = r0.y;
+        q.qlo[t] = W.qs + r0.z + (size_t)(lane >> 2) * r1.x;
+        q.qhi[t] = W.qs + r0.w + (size_t)(lane >> 2) * r1.y;
+        q.qpf[t] = (r1.z & 0xFF) | (r1.z >> 16) << 8 | (r1.w & 0xFF) << 16 | (r1.w >> 16) << 24;
+      }
+    }
   }
   __device__ __forceinline__ void at(int u) {
     const int tile = u / W.nk;
@@ -300,6 +368,16 @@ template <int TY, int TPW = 1> struct WStream {
   __device__ __forceinline__ void issue(int j, int st, bool copy = true) {
 #pragma unroll
     for (int t = 0; t < TPW; t++) {
+      if constexpr (TY == RLM_TYPE_QANY) {
+        if (!pb[t]) continue;  // nothing to copy: its runs are never used
+        const int bytes = qp_lay_block(q.qlay[t]);
+        if (copy && lane * 16 < bytes)
+          cp16(ring + st * SBLK + t * BLK + lane * 16, pb[t] + (size_t)j * bytes + lane * 16, 16);
+        const uint32_t pf = q.qpf[t];
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(q.qlo[t] + (size_t)(j >> ((pf >> 8) & 0xFF)) * (pf & 0xFF)));
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(q.qhi[t] + (size_t)(j >> (pf >> 24)) * ((pf >> 16) & 0xFF)));
+        continue;
+      }
       if (copy) {
         const char *src = pb[t] ? pb[t] + (size_t)j * BLK : reinterpret_cast<const char *>(W.w);
 #pragma unroll
@@ -317,6 +395,25 @@ template <int TY, int TPW = 1> struct WStream {
   __device__ __forceinline__ void prime(int u, bool copy = true) {
     at(u);
     prime_chunk(u % W.nk, copy);
+  }
+  // A lane's run of half h of tile t's block in stage i (group j) into w.
+  __device__ __forceinline__ void read(WRaw<TY> &w, int i, int t, int h, int j) const {
+    if constexpr (TY == RLM_TYPE_QANY) {
+      const uint32_t lay = q.qlay[t], wa = qp_lay_wa(lay, h), wb = qp_lay_wb(lay, h);
+      const uint32_t base = ring + i * SBLK + t * BLK + qp_lay_half(lay, h);
+      if (wa == 8) {
+        const uint4 v = lds64(base + lane * 8);
+        w.a = (unsigned long long)v.y << 32 | v.x;
+      } else {
+        w.a = wa == 4 ? lds32(base + lane * 4) : wa == 2 ? lds16(base + lane * 2) : 0;
+      }
+      w.b = wb == 2 ? lds16(base + 32 * wa + lane * 2) : wb == 1 ? lds8(base + 32 * wa + lane) : 0;
+      w.t = qp_lay_type(lay, h);
+      w.s = h ? q.qhi[t] : q.qlo[t];
+      w.j = j;
+    } else {
+      w.read(ring + i * SBLK + t * BLK + h * 32 * RUN + lane * RUN, h ? sh[t][i] : sl[t][i]);
+    }
   }
   // The first D groups of a chunk of the tiles set by at / at16.
   __device__ __forceinline__ void prime_chunk(int chunk, bool copy = true) {
@@ -338,16 +435,30 @@ template <int TY, int TPW = 1> struct WStream {
 template <int TY, int NT>
 __device__ __forceinline__ void gemm_group(WStream<TY> &ws, int i, int j, int jend, const __nv_bfloat16 *xc, int pitch,
                                            int mrows, float (&acc)[NT][4], bool all) {
-  constexpr int RUN = WStream<TY>::RUN, BLK = WStream<TY>::BLK, D = WStream<TY>::D;
+  constexpr int D = WStream<TY>::D;
   cp_wait<D - 1>();  // this lane's copies of group j are in
   __syncwarp();      // and every lane's
   WRaw<TY> wl, wh;
-  wl.read(ws.ring + i * BLK + ws.lane * RUN, ws.sl[0][i]);
-  wh.read(ws.ring + i * BLK + 32 * RUN + ws.lane * RUN, ws.sh[0][i]);
+  ws.read(wl, i, 0, 0, j);
+  ws.read(wh, i, 0, 1, j);
   __syncwarp();  // every lane has read stage i before it is refilled
   if (j + D < jend) ws.issue(j + D, i);
   cp_commit();
-  const uint4 lo = wl.bf16(), hi = wh.bf16();
+  uint4 lo, hi;
+  if constexpr (TY == RLM_TYPE_QANY) {
+    // One call site for both runs: ptxas's time over the whole library
+    // grows with every call and every unrolled copy (mma.cuh's loops run
+    // the block-quantized groups without unrolling, WStream::U).
+#pragma unroll 1
+    for (int h = 0; h < 2; h++) {
+      const uint4 v = (h ? wh : wl).bf16();
+      if (h) hi = v;
+      else lo = v;
+    }
+  } else {
+    lo = wl.bf16();
+    hi = wh.bf16();
+  }
   // all: every n8 tile of the staged rows may be read (rows past mrows give
   // outputs nobody reads). Then every tile's first k16 step, then every
   // tile's second: the same two additions per accumulator in the same
@@ -456,7 +567,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
           clk.lap(0);
         }
         for (int jb = s0; jb < s1; jb += D) {
-#pragma unroll
+#pragma unroll WStream<TY>::U
           for (int i = 0; i < D; i++) {
             const int j = jb + i;
             if (j < s1) {
@@ -591,7 +702,7 @@ __device__ RLM_GEMM_ATTR void gemm_local_t(const DMat W, const In in, int M, __n
         ws.prime_chunk(chunk);
       }
       for (int jb = j0; jb < j1; jb += D) {
-#pragma unroll
+#pragma unroll WStream<TY>::U
         for (int i = 0; i < D; i++) {
           const int j = jb + i;
           if (j < j1) gemm_group<TY>(ws, i, j, j1, xrow + 32 * j, pitch, M, acc, false);
@@ -655,7 +766,8 @@ __host__ __device__ constexpr size_t gemm_whole_smem() {
 #endif
 __device__ __forceinline__ bool gemm_whole_ok(const DMat &W, int M, size_t cap) {
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
-  return W.nk > 1 && M > kSmallM && tiles * passes * 8 >= (int)gridDim.x * RLM_WHOLE_FILL && gemm_whole_smem() <= cap - kRingBytes;
+  return W.nk > 1 && M > kSmallM && W.type != RLM_TYPE_QANY && tiles * passes * 8 >= (int)gridDim.x * RLM_WHOLE_FILL &&
+         gemm_whole_smem() <= cap - kRingBytes;
 }
 template <int TY, class Epi>
 __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,
@@ -773,7 +885,7 @@ __device__ __forceinline__ bool gemm_halves_ok(const DMat &W, int M, size_t cap)
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
   // Half-size units where they fill the grid better than whole ones: at
   // most about one round of them.
-  return RLM_HALVES && W.type != RLM_TYPE_F32 && W.nk == 2 && W.cols % 64 == 0 && M > kLocalM &&
+  return RLM_HALVES && W.type != RLM_TYPE_F32 && W.type != RLM_TYPE_QANY && W.nk == 2 && W.cols % 64 == 0 && M > kLocalM &&
          2 * tiles * passes * 8 <= (int)gridDim.x * 9 && gemm_halves_smem() <= cap - kRingBytes;
 }
 // A unit's first ring stages for a warp: its m16 tile, its half's chunk.
@@ -881,15 +993,14 @@ __device__ RLM_GEMM_ATTR void gemm_halves_t(const DMat W, const In in, int M, __
 template <int TY, int NT>
 __device__ __forceinline__ void gemm_group2(WStream<TY, 2> &ws, int i, int j, int jend, const __nv_bfloat16 *xc,
                                             int pitch, float (&acc)[2][NT][4]) {
-  constexpr int RUN = WStream<TY, 2>::RUN, BLK = WStream<TY, 2>::BLK, SBLK = WStream<TY, 2>::SBLK,
-                D = WStream<TY, 2>::D;
+  constexpr int D = WStream<TY, 2>::D;
   cp_wait<D - 1>();  // this lane's copies of group j are in
   __syncwarp();      // and every lane's
   WRaw<TY> w0l, w0h, w1l, w1h;
-  w0l.read(ws.ring + i * SBLK + ws.lane * RUN, ws.sl[0][i]);
-  w0h.read(ws.ring + i * SBLK + 32 * RUN + ws.lane * RUN, ws.sh[0][i]);
-  w1l.read(ws.ring + i * SBLK + BLK + ws.lane * RUN, ws.sl[1][i]);
-  w1h.read(ws.ring + i * SBLK + BLK + 32 * RUN + ws.lane * RUN, ws.sh[1][i]);
+  ws.read(w0l, i, 0, 0, j);
+  ws.read(w0h, i, 0, 1, j);
+  ws.read(w1l, i, 1, 0, j);
+  ws.read(w1h, i, 1, 1, j);
   __syncwarp();  // every lane has read stage i before it is refilled
   if (j + D < jend) ws.issue(j + D, i);
   cp_commit();
@@ -918,7 +1029,8 @@ __device__ __forceinline__ void gemm_group2(WStream<TY, 2> &ws, int i, int j, in
 #endif
 __device__ __forceinline__ bool gemm_whole2_ok(const DMat &W, int M, size_t cap) {
   const int tiles = (W.rows + 2 * kGemmRows - 1) / (2 * kGemmRows), passes = (M + kPass - 1) / kPass;
-  return RLM_WHOLE2 && W.nk == 1 && M > kSmallM && W.type != RLM_TYPE_F32 && tiles * passes * 8 >= (int)gridDim.x * 7 &&
+  return RLM_WHOLE2 && W.nk == 1 && M > kSmallM && W.type != RLM_TYPE_F32 && W.type != RLM_TYPE_QANY &&
+         tiles * passes * 8 >= (int)gridDim.x * 7 &&
          (size_t)kPass * gemm_pitch(kSG * 32) * 2 <= cap - kRingBytes;
 }
 template <int TY, class Epi>
@@ -1005,15 +1117,32 @@ __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t
   if (W.type == RLM_TYPE_BF16) go(WStream<RLM_TYPE_BF16>(W, smem, cap));
   else if (W.type == RLM_TYPE_F16) go(WStream<RLM_TYPE_F16>(W, smem, cap));
   else if (W.type == RLM_TYPE_Q8_0) go(WStream<RLM_TYPE_Q8_0>(W, smem, cap));
+  else if (kQany && W.type == RLM_TYPE_QANY) go(WStream<RLM_TYPE_QANY>(W, smem, cap));
   else go(WStream<RLM_TYPE_F32>(W, smem, cap));
 }
 
 // kHalves: the caller may take gemm_halves_t's units (the gate/up phase and
 // the tests': the only products of two chunks; instantiated for them
 // alone, as ptxas takes a long time over every instance).
+//
+// The block-quantized types (RLM_TYPE_QANY, one instance whatever the
+// types: the run's type is read at run time, the same for every lane of a
+// half tile) take three shapes only: gemm_local_t at one row, gemm_t in
+// passes of kSmallM up to kSmallM rows and of kPass above. Every output
+// element gets the same operations in them as in the shapes the other
+// types take (see the top of this file), so batch invariance holds; and
+// ptxas compiles 3 more instances per epilogue instead of 6 per type.
 template <bool kHalves = false, class Epi>
 __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap, GemmScratch s, Epi epi) {
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
+  if constexpr (kQany) {
+    if (W.type == RLM_TYPE_QANY) {
+      if (gemm_local_ok(W, M, cap)) gemm_local_t<RLM_TYPE_QANY>(W, in, M, xs, cap, s, epi);
+      else if (M <= kSmallM) gemm_t<RLM_TYPE_QANY, kSmallM>(W, in, M, xs, cap, s, epi);
+      else gemm_t<RLM_TYPE_QANY, kPass>(W, in, M, xs, cap, s, epi);
+      return;
+    }
+  }
   if (gemm_local_ok(W, M, cap)) {
     if (W.type == RLM_TYPE_BF16) gemm_local_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
     else if (W.type == RLM_TYPE_F16) gemm_local_t<RLM_TYPE_F16>(W, in, M, xs, cap, s, epi);

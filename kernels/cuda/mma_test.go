@@ -48,13 +48,23 @@ func refDot(x, wf []float32, i, j, k int) (ref, mag float64) {
 	return ref, mag
 }
 
+// gemmRun is a product over a fixed matrix: y (m × its rows) from x (m × k).
+type gemmRun func(m int, x []float32) ([]float32, error)
+
+// bf16Run is the product over w (n × k, bf16) on a grid of that many blocks.
+func bf16Run(l *library, n, k int, w []uint16, grid int) gemmRun {
+	return func(m int, x []float32) ([]float32, error) {
+		y, _, err := l.testGemmGrid(m, n, k, x, w, 0, grid)
+		return y, err
+	}
+}
+
 // sameAloneAndAmong checks that row's outputs in all (the product of x's m
-// rows on a grid of that many blocks) have the bits of the row's product
-// alone (M = 1) and among 37 other rows of x (at position 21, the others
-// row + 1 + stride·i).
-func sameAloneAndAmong(t *testing.T, l *library, x []float32, w []uint16, all []float32, row, m, n, k, grid, stride int) {
+// rows) have the bits of the row's product alone (M = 1) and among 37
+// other rows of x (at position 21, the others row + 1 + stride·i).
+func sameAloneAndAmong(t *testing.T, run gemmRun, x []float32, all []float32, row, m, n, k, stride int) {
 	t.Helper()
-	alone, _, err := l.testGemmGrid(1, n, k, x[row*k:(row+1)*k], w, 0, grid)
+	alone, err := run(1, x[row*k:(row+1)*k])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +76,7 @@ func sameAloneAndAmong(t *testing.T, l *library, x []float32, w []uint16, all []
 		}
 		mix = append(mix, x[src*k:(src+1)*k]...)
 	}
-	among, _, err := l.testGemmGrid(37, n, k, mix, w, 0, grid)
+	among, err := run(37, mix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +138,7 @@ func TestTileProductBatchInvariant(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, row := range []int{0, 7, 8, 15, 16, 131, 299} {
-			sameAloneAndAmong(t, l, x, w, all, row, m, c.n, c.k, 0, 5)
+			sameAloneAndAmong(t, bf16Run(l, c.n, c.k, w, 0), x, all, row, m, c.n, c.k, 5)
 		}
 	}
 }
@@ -215,7 +225,7 @@ func TestTileProductHalves(t *testing.T) {
 				if row >= c.m {
 					continue
 				}
-				sameAloneAndAmong(t, l, x, w, all, row, c.m, c.n, c.k, c.grid, 3)
+				sameAloneAndAmong(t, bf16Run(l, c.n, c.k, w, c.grid), x, all, row, c.m, c.n, c.k, 3)
 				for _, j := range []int{0, 1, 8, 15, 127, 128, c.n - 1} {
 					ref, mag := refDot(x, wf, row, j, c.k)
 					if e := math.Abs(float64(all[row*c.n+j])-ref) / (mag + 1e-30); e > 1e-5 {
@@ -251,7 +261,7 @@ func TestTileProductTwoTilesAWarp(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, row := range []int{0, 7, 8, 63, 64, 129, c.m - 1} {
-				sameAloneAndAmong(t, l, x, w, all, row, c.m, c.n, c.k, c.grid, 3)
+				sameAloneAndAmong(t, bf16Run(l, c.n, c.k, w, c.grid), x, all, row, c.m, c.n, c.k, 3)
 				// And the value: the float64 product of the rounded inputs.
 				for _, j := range []int{0, 1, 8, 15, 16, 511, c.n - 1} {
 					ref, mag := refDot(x, wf, row, j, c.k)

@@ -1,5 +1,6 @@
 #pragma once
-// numerics.cuh: an 8-wide load of a weight row in any of its types (load8),
+// numerics.cuh: an 8-wide load of a weight row in any of its types (load8;
+// the block-quantized types through qpack.h's dequantization),
 // warp and block reductions (float and double sums, 64-bit key max/min),
 // and a warp's place in the grid.
 #include "state.cuh"
@@ -17,8 +18,31 @@ __device__ __forceinline__ uint4 pack8(const float *f) {
   return make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
 }
 
+// Eight values of row `row` of a block-quantized matrix (RLM_TYPE_QANY,
+// packed in the product's order: qpack.h) from column col (a multiple of 8:
+// one run), in float32 as ggml's reference dequantizes them. Not inlined:
+// one copy of the types' code (the embedding phase is its only reader).
+struct F8 {
+  float4 lo, hi;
+};
+__device__ __noinline__ F8 qany_load8(const DMat &m, int row, int col) {
+  const qp_tile T = m.qt[row / 16];
+  const int h = (row / 8) & 1, g = row % 8, j = col / 32, q = (col % 32) / 8;
+  uint64_t a;
+  uint32_t b;
+  qp_lane_planes(T.lay, h, 4 * g + q,
+                 reinterpret_cast<const uint8_t *>(m.w) + (size_t)T.code16 * 16 + (size_t)j * qp_lay_block(T.lay), &a, &b);
+  float f[8];
+  qp_run(qp_lay_type(T.lay, h), a, b, m.qs + T.sc[h] + (size_t)g * T.stride[h], j, q, f);
+  return F8{make_float4(f[0], f[1], f[2], f[3]), make_float4(f[4], f[5], f[6], f[7])};
+}
+
 __device__ __forceinline__ void load8(const DMat &m, int row, int col, float *f) {
-  if (m.type == RLM_TYPE_BF16) {
+  if (m.type == RLM_TYPE_QANY) {
+    const F8 v = qany_load8(m, row, col);
+    f[0] = v.lo.x, f[1] = v.lo.y, f[2] = v.lo.z, f[3] = v.lo.w;
+    f[4] = v.hi.x, f[5] = v.hi.y, f[6] = v.hi.z, f[7] = v.hi.w;
+  } else if (m.type == RLM_TYPE_BF16) {
     const uint4 v = *reinterpret_cast<const uint4 *>(
         reinterpret_cast<const __nv_bfloat16 *>(m.w) + (size_t)row * m.cols + col);
     const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&v);

@@ -23,14 +23,16 @@ import (
 // passes the same check in kernels/conformance). A tiny llama in BF16 and
 // a tiny qwen2 (tied head, QKV bias) in Q8_0. On a grid of 8 blocks too:
 // there the products of a few hundred rows take their whole-K units
-// (mma.cuh), so a token's rows meet both modes across the chunkings.
+// (mma.cuh), so a token's rows meet both modes across the chunkings. And a
+// tiny llama in Q4_K (the block types' three product shapes).
 func TestChunkingInvariance(t *testing.T) {
 	needGPU(t)
 	for _, c := range []struct {
 		arch string
 		typ  gguf.Type
 		grid int
-	}{{"llama", gguf.TypeBF16, 0}, {"qwen2", gguf.TypeQ8_0, 0}, {"llama", gguf.TypeBF16, 8}, {"qwen2", gguf.TypeQ8_0, 8}} {
+	}{{"llama", gguf.TypeBF16, 0}, {"qwen2", gguf.TypeQ8_0, 0}, {"llama", gguf.TypeBF16, 8}, {"qwen2", gguf.TypeQ8_0, 8},
+		{"llama", gguf.TypeQ4_K, 0}} {
 		name := fmt.Sprintf("tiny-%s-%s", c.arch, c.typ)
 		if c.grid > 0 {
 			name += fmt.Sprintf("-grid%d", c.grid)

@@ -27,12 +27,25 @@ extern "C" {
 #define RLM_CUDA_ABI 3
 
 /* ggml type ids. The device reads F32, F16, BF16 and Q8_0 weights (Q8_0
- * blocks become int8 quants plus float scales in VRAM) and keeps an F16 KV
- * cache. */
+ * blocks become int8 quants plus float scales in VRAM), and the block types
+ * below at their own bit width (qpack.h: code planes in the tensor-core
+ * product's order plus the file's scale bytes), and keeps an F16 KV cache. */
 #define RLM_TYPE_F32 0
 #define RLM_TYPE_F16 1
+#define RLM_TYPE_Q4_0 2
+#define RLM_TYPE_Q4_1 3
+#define RLM_TYPE_Q5_0 6
+#define RLM_TYPE_Q5_1 7
 #define RLM_TYPE_Q8_0 8
+#define RLM_TYPE_Q2_K 10
+#define RLM_TYPE_Q3_K 11
+#define RLM_TYPE_Q4_K 12
+#define RLM_TYPE_Q5_K 13
+#define RLM_TYPE_Q6_K 14
+#define RLM_TYPE_IQ4_NL 20
+#define RLM_TYPE_IQ4_XS 23
 #define RLM_TYPE_BF16 30
+#define RLM_TYPE_MXFP4 39
 
 /* A weight matrix in host memory (the GGUF mapping): rows × cols elements,
  * row-major, ggml-encoded in type. data NULL: absent. */
@@ -187,6 +200,14 @@ int rlm_test_sample(uint32_t vocab, uint32_t n, const uint32_t *words, const uin
  * and times that path. Optional, as rlm_test_sample. */
 int rlm_test_gemm(uint32_t M, uint32_t N, uint32_t K, const float *X, const uint16_t *W, float *Y, uint32_t iters,
                   uint32_t grid_blocks, double *ms, char *err, size_t errlen);
+
+/* rlm_test_gemm_q is rlm_test_gemm over block-quantized weights: W is the
+ * nparts matrices stacked by rows (N rows in all, K = their columns, at most
+ * 8192), in their GGUF encoding (any of the block types above; parts may
+ * differ in type at multiples of 8 rows), uploaded as rlm_create uploads a
+ * stack (qpack.h); Y is M × N. Optional, as rlm_test_sample. */
+int rlm_test_gemm_q(uint32_t M, const float *X, const rlm_matrix *parts, uint32_t nparts, float *Y, uint32_t iters,
+                    uint32_t grid_blocks, double *ms, char *err, size_t errlen);
 
 /* rlm_destroy frees everything. If the kernel is still running it first
  * waits for it to exit, so the host must have sent STOP. */

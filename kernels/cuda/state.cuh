@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "qpack.h"
 #include "ring.h"
 #include "ringlm_cuda.h"
 
@@ -31,11 +32,29 @@ constexpr int kMaxBias = RLM_MAX_BIAS;  // logit-bias pairs a slot may hold (rin
 constexpr int kTokChunk = 4;    // tokens a warp multiplies per weight load
 constexpr int kRecBatch = 32;   // submit records copied at once
 
+// The block-quantized types' products (RLM_TYPE_QANY, mma.cuh) are in the
+// library only when it is built with -DRLM_QANY (make cuda CUDA_QUANT=1).
+// With them, ptxas 11.8 takes about 21 minutes over the library instead of
+// 5 (the QANY instances alone take seconds; the whole program does not),
+// and it gives the persistent kernel more spills: BF16 decode 2-3.5%
+// slower (bench/RESULTS.md). Without them, rlm_create refuses those types
+// with a line that says how to build them in.
+#ifdef RLM_QANY
+constexpr bool kQany = true;
+#else
+constexpr bool kQany = false;
+#endif
+
 struct DMat {
-  const void *w;  // Q8_0: the int8 quants, row-major
+  const void *w;  // Q8_0: the int8 quants, row-major; RLM_TYPE_QANY: the code blocks (qpack.h)
   int type, rows, cols;
   const float *sc;  // Q8_0: one scale per 32 weights, [rows][cols/32]
   int nk;           // the tensor-core product's chunks of 32-column groups (mma.cuh), fixed at upload
+  // RLM_TYPE_QANY (the block-quantized types at their own width, in the
+  // product's order even for the embedding): a record per 16-row tile
+  // (its halves' types, its blocks, its scale rows) and the scale records.
+  const qp_tile *qt;
+  const uint8_t *qs;
 };
 
 struct DLayer {
