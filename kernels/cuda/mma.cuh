@@ -299,6 +299,13 @@ struct GemmClock {
   }
 };
 
+// WStream's block-quantized fields (below), in its QANY instances only.
+struct WQNone {};
+template <int TPW> struct WQFields {
+  uint32_t qlay[TPW] = {}, qpf[TPW] = {};
+  const uint8_t *qlo[TPW] = {}, *qhi[TPW] = {};
+};
+
 // A warp's stream of weight blocks through its ring: a unit's blocks are
 // the warp's TPW 16-row tiles (one, or two for gemm_whole2_t), groups
 // j0..j1 of them; issue starts the copy of group j into stage st (a
@@ -310,11 +317,6 @@ struct GemmClock {
 // rows' scale records, read as the runs are dequantized (issue prefetches
 // them into L1 as far ahead as the copies), so the stream holds no scale
 // per stage.
-struct WQNone {};
-template <int TPW> struct WQFields {
-  uint32_t qlay[TPW] = {}, qpf[TPW] = {};
-  const uint8_t *qlo[TPW] = {}, *qhi[TPW] = {};
-};
 template <int TY, int TPW = 1> struct WStream {
   static constexpr int RUN = WRun<TY>::bytes, BLK = 64 * RUN;  // a (16-row tile, 32-column group) block
   static constexpr int SBLK = TPW * BLK;                       // a stage
