@@ -151,5 +151,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
 }  // namespace
 
 #include "host.cuh"
+#ifdef RLM_QMOD
+// device_q.cu's module: its kernel and barrier for the default module's host
+// code (host.cuh), and the product test over block-quantized parts.
+extern "C" const void *rlm_qmod_kernel(void) { return (const void *)persistent; }
+extern "C" int rlm_qmod_gbar(void **p) { return cudaGetSymbolAddress(p, g_bar) == cudaSuccess ? 0 : -1; }
+#else
 #include "sample_check.cuh"
+#endif
 #include "gemm_check.cuh"

@@ -26,6 +26,14 @@ void seterr(char *err, size_t n, const char *fmt, ...) {
 
 }  // namespace
 
+#ifndef RLM_QMOD
+// The block-quantized module (device_q.cu, make cuda CUDA_QUANT=1): the
+// same kernel with the QANY product, compiled as a module of its own so
+// that this one stays free of it. Its kernel and grid-barrier state, when
+// the library has it (weak: null otherwise).
+extern "C" const void *rlm_qmod_kernel(void) __attribute__((weak));
+extern "C" int rlm_qmod_gbar(void **p) __attribute__((weak));
+
 struct rlm_ctx {
   int device = 0;
   Dev h{};          // host copy of the device struct
@@ -38,7 +46,15 @@ struct rlm_ctx {
   int wait_rc = 0;
   char wait_err[512] = {0};
   size_t shmem = 0;
+  bool qmod = false;  // some matrix is block-quantized: the kernel is device_q.cu's
+  // The kernel this context launches and its grid barrier's state.
+  const void *kernel() const { return qmod ? rlm_qmod_kernel() : (const void *)persistent; }
+  cudaError_t gbar(void **p) const {
+    if (qmod) return rlm_qmod_gbar(p) == 0 ? cudaSuccess : cudaErrorInvalidSymbol;
+    return cudaGetSymbolAddress(p, g_bar);
+  }
 };
+#endif
 
 // Bytes of n weights as the device keeps them (Q8_0: int8 quants plus a
 // float scale per 32; the other block types: about the file's, qpack.h).
@@ -198,6 +214,7 @@ static int choose_nk(int rows, int cols, int grid) {
   return best;
 }
 
+#ifndef RLM_QMOD
 extern "C" {
 
 int rlm_probe(char *err, size_t errlen) {
@@ -355,7 +372,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
         mixed = mixed || parts[i].type != type;
       }
     if (qany && (mixed || type != RLM_TYPE_Q8_0)) {
-      if (!kQany) {
+      if (!rlm_qmod_kernel) {
         seterr(err, errlen, "%s: %s weights: this CUDA library was built without the block-quantized types; "
                "make cuda CUDA_QUANT=1 builds one that reads them", what, type_name(type));
         return false;
@@ -379,6 +396,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
         return false;
       }
       *out = DMat{dw, RLM_TYPE_QANY, q.rows, q.cols, nullptr, 1, dt, dsc};
+      c->qmod = true;
       return true;
     }
     for (int i = 0; i < np; i++) {
@@ -564,9 +582,9 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   }
   // Grid size: one block per SM (the kernel is written for 512 threads).
   c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats) + kRingBytes;
-  CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->shmem));
+  CK(cudaFuncSetAttribute(c->kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->shmem));
   int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, c->shmem));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c->kernel(), kThreads, c->shmem));
   if (per_sm < 1) {
     seterr(err, errlen, "the persistent kernel does not fit on an SM of %s", prop.name);
     return bail();
@@ -745,11 +763,11 @@ int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t e
   CKR(cudaMemcpy(c->dptr, &d, sizeof(Dev), cudaMemcpyHostToDevice), -1);
   {
     void *gb = nullptr;  // the grid barrier's state (gsync), in case a kernel before left it mid-barrier
-    CKR(cudaGetSymbolAddress(&gb, g_bar), -1);
+    CKR(c->gbar(&gb), -1);
     CKR(cudaMemsetAsync(gb, 0, sizeof(GridBar), c->stream), -1);
   }
   void *args[] = {&c->dptr};
-  CKR(cudaLaunchCooperativeKernel((void *)persistent, dim3(c->info.grid_blocks), dim3(kThreads), args, c->shmem, c->stream), -1);
+  CKR(cudaLaunchCooperativeKernel(c->kernel(), dim3(c->info.grid_blocks), dim3(kThreads), args, c->shmem, c->stream), -1);
   c->info.launches++;
   c->started = true;
   c->waited = false;
@@ -832,3 +850,4 @@ int rlm_copy_bandwidth(rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size
 }
 
 }  // extern "C"
+#endif  // RLM_QMOD
