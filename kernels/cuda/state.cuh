@@ -33,16 +33,27 @@ constexpr int kTokChunk = 4;    // tokens a warp multiplies per weight load
 constexpr int kRecBatch = 32;   // submit records copied at once
 
 // The block-quantized types' products (RLM_TYPE_QANY, mma.cuh) are in
-// device_q.cu's module only (RLM_QANY; make cuda CUDA_QUANT=1 builds it):
-// in the whole program, ptxas 11.8 takes about 21 minutes over the kernel
-// with them instead of 5, and the other types' decode ran 2-3.5% slower
-// beside them (bench/RESULTS.md). This module (device.cu) stays free of
+// device_q.cu's module only (RLM_QANY; make cuda builds it unless
+// CUDA_QUANT=0): beside the other types' products ptxas 11.8 took about 21
+// minutes over the kernel instead of 5, and the other types' decode ran
+// 2-3.5% slower (bench/RESULTS.md). This module (device.cu) stays free of
 // them; rlm_create launches the other one's kernel for a model that has
 // such weights, and refuses them when the library has no such module.
 #ifdef RLM_QANY
 constexpr bool kQany = true;
 #else
 constexpr bool kQany = false;
+#endif
+// device_q.cu's module (RLM_QMOD) runs only models that have block-
+// quantized weights: rlm_create gives it their products as RLM_TYPE_QANY
+// (Q8_0 parts too) or BF16 (F16 and F32 matrices, converted at upload: the
+// product rounds them to BF16 anyway) and always the tensor-core phases, so
+// its kernel holds no other product instances and none of the CUDA-core
+// phases (ptxas's time over a module grows faster than the module).
+#ifdef RLM_QMOD
+constexpr bool kQmod = true;
+#else
+constexpr bool kQmod = false;
 #endif
 
 struct DMat {
