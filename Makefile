@@ -11,11 +11,12 @@ NVCC      ?= nvcc
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
 # CUDA_FLAGS: more nvcc flags, e.g. -DRLM_PROF_BLOCKS (kernels/cuda/README.md, Profiling)
 CUDA_FLAGS ?=
-# CUDA_QUANT=1: the block-quantized weight types (Q4_0 ... Q6_K, IQ4_*, MXFP4:
-# Q4_K_M files) on the CUDA device too, in a module of their own
-# (kernels/cuda/device_q.cu, compiled beside device.cu: about 21 minutes of
-# ptxas against 5; the other types' kernel is the same either way).
-CUDA_QUANT ?= 0
+# CUDA_QUANT=1 (the default): the block-quantized weight types (Q4_0 ...
+# Q6_K, IQ4_*, MXFP4: Q4_K_M files) on the CUDA device too, in a module of
+# their own (kernels/cuda/device_q.cu, about a minute, compiled beside
+# device.cu's five); CUDA_QUANT=0 leaves it out. The other types' kernel is
+# the same either way.
+CUDA_QUANT ?= 1
 DEFAULT_MODEL := bin/default-tiny-llama.gguf
 PROMPT    ?= package main\n\nimport "fmt"\n\n// fib returns the n-th Fibonacci number.\nfunc fib(n int) int {
 
