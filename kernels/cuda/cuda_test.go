@@ -25,6 +25,7 @@ import (
 	"ringlm/kernels/conformance"
 	"ringlm/kernels/cpu"
 	"ringlm/model"
+	"ringlm/quantize"
 	"ringlm/ringbuf"
 	"ringlm/sample"
 	"ringlm/synth"
@@ -207,13 +208,9 @@ func TestLoadProbeFails(t *testing.T) {
 
 // ---- options and descriptors ----
 
-// loadSynth loads a synthetic model on the CPU's float path: the GPU keeps
-// activations in float32, so its CPU reference does too (the CPU device's
-// default for quantized weights, 8-bit activations, would put the
-// activations' rounding into every comparison).
 // skipNoQuant skips a test or benchmark of the block-quantized types on a
-// library built without them (make cuda without CUDA_QUANT=1), which
-// refuses them with this error.
+// library built without them (make cuda CUDA_QUANT=0), which refuses them
+// with this error.
 func skipNoQuant(t testing.TB, err error) {
 	t.Helper()
 	if err != nil && strings.Contains(err.Error(), "built without the block-quantized types") {
@@ -221,6 +218,10 @@ func skipNoQuant(t testing.TB, err error) {
 	}
 }
 
+// loadSynth loads a synthetic model on the CPU's float path: the GPU keeps
+// activations in float32, so its CPU reference does too (the CPU device's
+// default for quantized weights, 8-bit activations, would put the
+// activations' rounding into every comparison).
 func loadSynth(t testing.TB, s synth.Shape, typ gguf.Type, seed uint64) *model.Model {
 	t.Helper()
 	m := testmodel.Open(t, testmodel.Write(t, s, typ, seed))
@@ -772,6 +773,10 @@ type greedyCase struct {
 	typ     gguf.Type
 	batches []int
 	mix     string // a llama-quantize mix (synth.Options.Mix) in place of typ
+	// rules: the mix written by ringlm's quantizer from an F16 file, with
+	// these per-tensor types (llama-quantize --output-tensor-type and
+	// --token-embedding-type).
+	rules *quantize.Rules
 }
 
 // load writes the case's model with seed and loads it as loadSynth does.
@@ -780,13 +785,28 @@ func (c greedyCase) load(t testing.TB, seed uint64) *model.Model {
 	if c.mix == "" {
 		return loadSynth(t, c.shape, c.typ, seed)
 	}
-	w, err := synth.Build(synth.Options{Shape: c.shape, Mix: c.mix, Seed: seed})
+	o := synth.Options{Shape: c.shape, Mix: c.mix, Seed: seed}
+	if c.rules != nil {
+		o = synth.Options{Shape: c.shape, Type: gguf.TypeF16, Seed: seed}
+	}
+	w, err := synth.Build(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(t.TempDir(), "model.gguf")
 	if err := w.WriteFile(p); err != nil {
 		t.Fatal(err)
+	}
+	if c.rules != nil {
+		mix, ok := quantize.ParseMix(c.mix)
+		if !ok {
+			t.Fatalf("mix %q", c.mix)
+		}
+		q := filepath.Join(t.TempDir(), "model-"+c.mix+".gguf")
+		if _, err := quantize.Run(context.Background(), p, q, quantize.Options{Mix: mix, Rules: *c.rules}); err != nil {
+			t.Fatal(err)
+		}
+		p = q
 	}
 	m := testmodel.Open(t, p)
 	m.SetActivations(model.FloatActivations)
@@ -803,20 +823,27 @@ func greedyCases(t *testing.T) []greedyCase {
 	// Batch 256 where the CPU reference stays cheap (it runs once, at
 	// the largest batch: the CPU device is batch invariant).
 	all := []int{1, 7, 64, 256}
+	f16, f32, q8 := gguf.TypeF16, gguf.TypeF32, gguf.TypeQ8_0
 	return []greedyCase{
-		{"tiny-llama-f16", ll, gguf.TypeF16, all, ""},
-		{"tiny-qwen2-bf16", qw, gguf.TypeBF16, all, ""},
-		{"tiny-phi3-bf16", ph, gguf.TypeBF16, all, ""},
-		{"tiny-llama-q8_0", ll, gguf.TypeQ8_0, all, ""},
-		{"wide-llama-bf16", wide, gguf.TypeBF16, []int{1, 7, 64}, ""},
+		{"tiny-llama-f16", ll, gguf.TypeF16, all, "", nil},
+		{"tiny-qwen2-bf16", qw, gguf.TypeBF16, all, "", nil},
+		{"tiny-phi3-bf16", ph, gguf.TypeBF16, all, "", nil},
+		{"tiny-llama-q8_0", ll, gguf.TypeQ8_0, all, "", nil},
+		{"wide-llama-bf16", wide, gguf.TypeBF16, []int{1, 7, 64}, "", nil},
 		// The block types at their own width (qpack.h): Q4_0; Q4_K_M's
 		// mix of Q4_K and Q6_K (attn_v and some ffn_down in Q6_K: QKV
 		// stacks of two types); Q6_K with a tied head (the embedding's
 		// packed rows are the head's); MXFP4.
-		{"tiny-llama-q4_0", ll, gguf.TypeQ4_0, all, ""},
-		{"tiny-llama-q4_k_m", ll, 0, all, "Q4_K_M"},
-		{"tiny-qwen2-q6_k", qw, gguf.TypeQ6_K, all, ""},
-		{"tiny-llama-mxfp4", ll, gguf.TypeMXFP4, all, ""},
+		{"tiny-llama-q4_0", ll, gguf.TypeQ4_0, all, "", nil},
+		{"tiny-llama-q4_k_m", ll, 0, all, "Q4_K_M", nil},
+		{"tiny-qwen2-q6_k", qw, gguf.TypeQ6_K, all, "", nil},
+		{"tiny-llama-mxfp4", ll, gguf.TypeMXFP4, all, "", nil},
+		// Q4_K_M with an F16 head and an F32 embedding: the block-quantized
+		// module multiplies the head in BF16 (converted at upload) and reads
+		// the embedding's float rows; with a tied Q8_0 embedding, which that
+		// module reads in the block-quantized layout, as the head too.
+		{"tiny-llama-q4_k_m-f16-head", ll, 0, all, "Q4_K_M", &quantize.Rules{OutputType: &f16, EmbeddingType: &f32}},
+		{"tiny-qwen2-q4_k_m-q8_0-tied", qw, 0, all, "Q4_K_M", &quantize.Rules{OutputType: &q8}},
 	}
 }
 

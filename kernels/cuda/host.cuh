@@ -26,6 +26,14 @@ void seterr(char *err, size_t n, const char *fmt, ...) {
 
 }  // namespace
 
+#ifndef RLM_QMOD
+// The block-quantized module (device_q.cu; make cuda CUDA_QUANT=0 leaves
+// it out): the same kernel with the QANY product, compiled as a module of
+// its own so that this one stays free of it. Its kernel and grid-barrier
+// state, when the library has it (weak: null otherwise).
+extern "C" const void *rlm_qmod_kernel(void) __attribute__((weak));
+extern "C" int rlm_qmod_gbar(void **p) __attribute__((weak));
+
 struct rlm_ctx {
   int device = 0;
   Dev h{};          // host copy of the device struct
@@ -38,7 +46,15 @@ struct rlm_ctx {
   int wait_rc = 0;
   char wait_err[512] = {0};
   size_t shmem = 0;
+  bool qmod = false;  // some matrix is block-quantized: the kernel is device_q.cu's
+  // The kernel this context launches and its grid barrier's state.
+  const void *kernel() const { return qmod ? rlm_qmod_kernel() : (const void *)persistent; }
+  cudaError_t gbar(void **p) const {
+    if (qmod) return rlm_qmod_gbar(p) == 0 ? cudaSuccess : cudaErrorInvalidSymbol;
+    return cudaGetSymbolAddress(p, g_bar);
+  }
 };
+#endif
 
 // Bytes of n weights as the device keeps them (Q8_0: int8 quants plus a
 // float scale per 32; the other block types: about the file's, qpack.h).
@@ -150,6 +166,15 @@ static bool qany_build(const rlm_matrix *parts, int np, const std::vector<int> *
 // elements, lane l = 4g + q's run of row g (columns 8q..8q+7) at l and of
 // row g + 8 at 32 + l; groups in order, tiles in order; rows past the
 // matrix zero. A warp then streams its tile as one contiguous range.
+// A float as BF16, rounded to nearest even (a NaN stays a NaN): what the
+// product's pack_bf16 gives for it.
+static uint16_t bf16_rne(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
+}
+
 static std::vector<uint8_t> pack_tiles(const std::vector<uint8_t> &src, size_t rows, size_t cols, size_t esz) {
   const size_t t16 = (rows + 15) / 16, groups = cols / 32, run = 8 * esz, blk = 64 * run;
   std::vector<uint8_t> out(t16 * groups * blk, 0);
@@ -198,6 +223,7 @@ static int choose_nk(int rows, int cols, int grid) {
   return best;
 }
 
+#ifndef RLM_QMOD
 extern "C" {
 
 int rlm_probe(char *err, size_t errlen) {
@@ -354,10 +380,10 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
         qany = qany && qType(parts[i].type);
         mixed = mixed || parts[i].type != type;
       }
-    if (qany && (mixed || type != RLM_TYPE_Q8_0)) {
-      if (!kQany) {
+    if (qany && (mixed || type != RLM_TYPE_Q8_0 || c->qmod)) {
+      if (!rlm_qmod_kernel) {
         seterr(err, errlen, "%s: %s weights: this CUDA library was built without the block-quantized types; "
-               "make cuda CUDA_QUANT=1 builds one that reads them", what, type_name(type));
+               "make cuda without CUDA_QUANT=0 builds one that reads them", what, type_name(type));
         return false;
       }
       if (!pack && !embed) {
@@ -431,6 +457,26 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
       buf.swap(pb);
       sc.swap(ps);
       rows = (uint32_t)perm->size();
+    }
+    if (pack && c->qmod && (type == RLM_TYPE_F16 || type == RLM_TYPE_F32)) {
+      // device_q.cu's module multiplies BF16 and the block-quantized types
+      // only: F16 and F32 rows as BF16, rounded as the product rounds them.
+      std::vector<uint8_t> b16((size_t)rows * cols * 2);
+      for (size_t e = 0; e < (size_t)rows * cols; e++) {
+        float v;
+        if (type == RLM_TYPE_F16) {
+          __half_raw hr;
+          hr.x = (unsigned short)(buf[2 * e] | (buf[2 * e + 1] << 8));
+          v = __half2float(__half(hr));
+        } else {
+          memcpy(&v, &buf[4 * e], 4);
+        }
+        const uint16_t h = bf16_rne(v);
+        b16[2 * e] = (uint8_t)h;
+        b16[2 * e + 1] = (uint8_t)(h >> 8);
+      }
+      buf.swap(b16);
+      type = RLM_TYPE_BF16;
     }
     if (pack) {  // the tensor-core product's order (pack_tiles); Q8_0 scales padded to whole tiles
       buf = pack_tiles(buf, rows, cols, q8 ? 1 : type_bytes(type, 1));
@@ -512,6 +558,33 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     if (!vec(inv.data(), inv.size(), &p)) return bail();
     d.inv_freq = p;
   }
+  // A model with block-quantized weights (other than Q8_0) runs on
+  // device_q.cu's kernel (c->qmod), on the tensor-core phases.
+  {
+    auto blockq = [&](const rlm_matrix &x) { return x.data && qType(x.type) && x.type != RLM_TYPE_Q8_0; };
+    const rlm_matrix *first = blockq(m->embed) ? &m->embed : blockq(m->output) ? &m->output : nullptr;
+    const char *what = first == &m->embed ? "token_embd" : "output";
+    for (uint32_t l = 0; l < m->n_layer && !first; l++) {
+      const rlm_layer &S = m->layers[l];
+      const rlm_matrix *ms[7] = {&S.q, &S.k, &S.v, &S.out, &S.gate, &S.up, &S.down};
+      static const char *const names[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+      for (int i = 0; i < 7 && !first; i++)
+        if (blockq(*ms[i])) first = ms[i], what = names[i];
+    }
+    if (first) {
+      if (!rlm_qmod_kernel) {
+        seterr(err, errlen, "%s: %s weights: this CUDA library was built without the block-quantized types; "
+               "make cuda without CUDA_QUANT=0 builds one that reads them", what, type_name(first->type));
+        return bail();
+      }
+      if (!d.mma) {
+        seterr(err, errlen, "%s: %s weights are read by the tensor-core product only; the CUDA-core phases (RINGLM_CUDA_GEMV=1, or "
+               "widths that are not multiples of 32) read F32, F16, BF16 and Q8_0", what, type_name(first->type));
+        return bail();
+      }
+      c->qmod = true;
+    }
+  }
   if (!stack(&d.embed, &m->embed, 1, "token_embd", nullptr, false, true)) return bail();
   if (m->output.data && m->output.data != m->embed.data) {
     if (!stack(&d.output, &m->output, 1, "output", nullptr, d.mma, false)) return bail();
@@ -564,9 +637,9 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   }
   // Grid size: one block per SM (the kernel is written for 512 threads).
   c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats) + kRingBytes;
-  CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->shmem));
+  CK(cudaFuncSetAttribute(c->kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->shmem));
   int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, c->shmem));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c->kernel(), kThreads, c->shmem));
   if (per_sm < 1) {
     seterr(err, errlen, "the persistent kernel does not fit on an SM of %s", prop.name);
     return bail();
@@ -745,11 +818,11 @@ int rlm_start(rlm_ctx *c, void *arena, uint64_t arena_bytes, char *err, size_t e
   CKR(cudaMemcpy(c->dptr, &d, sizeof(Dev), cudaMemcpyHostToDevice), -1);
   {
     void *gb = nullptr;  // the grid barrier's state (gsync), in case a kernel before left it mid-barrier
-    CKR(cudaGetSymbolAddress(&gb, g_bar), -1);
+    CKR(c->gbar(&gb), -1);
     CKR(cudaMemsetAsync(gb, 0, sizeof(GridBar), c->stream), -1);
   }
   void *args[] = {&c->dptr};
-  CKR(cudaLaunchCooperativeKernel((void *)persistent, dim3(c->info.grid_blocks), dim3(kThreads), args, c->shmem, c->stream), -1);
+  CKR(cudaLaunchCooperativeKernel(c->kernel(), dim3(c->info.grid_blocks), dim3(kThreads), args, c->shmem, c->stream), -1);
   c->info.launches++;
   c->started = true;
   c->waited = false;
@@ -832,3 +905,4 @@ int rlm_copy_bandwidth(rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size
 }
 
 }  // extern "C"
+#endif  // RLM_QMOD

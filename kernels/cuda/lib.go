@@ -334,7 +334,7 @@ type qPart struct {
 func (l *library) testGemmQ(m, k int, x []float32, parts []qPart, iters, grid int) ([]float32, float64, error) {
 	fn, err := l.optional("rlm_test_gemm_q")
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("cuda: %s was built without the block-quantized types (no rlm_test_gemm_q); make cuda without CUDA_QUANT=0 builds them in", l.path)
 	}
 	n := 0
 	for _, p := range parts {

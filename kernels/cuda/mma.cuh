@@ -196,6 +196,22 @@ template <> struct WRaw<RLM_TYPE_QANY> {
   int j;
   __device__ __forceinline__ uint4 bf16() const { return qany_bf16(t, a, b, s, j); }
 };
+// qp_fmt_of as a constant.
+__host__ __device__ constexpr qp_fmt qp_fmt_const(uint32_t t) {
+  qp_fmt f{};
+  qp_fmt_of(t, &f);
+  return f;
+}
+// The types most files hold, whose tiles (both halves of the one type) take
+// gemm_group_q, decoded inline with the type a constant: Q4_K and Q6_K
+// (Q4_K_M, Q5_K_M), Q5_K, Q4_0, Q8_0 (beside them), MXFP4 (GPT-OSS's
+// experts). The others take qany_bf16.
+#define RLM_QFAST(X) X(RLM_TYPE_Q4_K) X(RLM_TYPE_Q6_K) X(RLM_TYPE_Q5_K) X(RLM_TYPE_Q4_0) X(RLM_TYPE_Q8_0) X(RLM_TYPE_MXFP4)
+__device__ __forceinline__ bool qany_fast_type(uint32_t t) {
+#define RLM_QFAST_IS(T) t == T ||
+  return RLM_QFAST(RLM_QFAST_IS) false;
+#undef RLM_QFAST_IS
+}
 template <> struct WRaw<RLM_TYPE_F32> {
   uint4 a, b;
   __device__ __forceinline__ void read(uint32_t p, float) {
@@ -304,6 +320,7 @@ struct WQNone {};
 template <int TPW> struct WQFields {
   uint32_t qlay[TPW] = {}, qpf[TPW] = {};
   const uint8_t *qlo[TPW] = {}, *qhi[TPW] = {};
+  uint32_t qfast[TPW] = {};  // the halves' type where they share one of RLM_QFAST's, else 0
 };
 
 // A warp's stream of weight blocks through its ring: a unit's blocks are
@@ -324,8 +341,9 @@ template <int TY, int TPW = 1> struct WStream {
   static_assert(D >= 2 && kSG % D == 0, "ring stages");
   // The products' loops over a round of stages unroll it (a stage's Q8_0
   // scales are registers), except for the block-quantized types: their
-  // stage's fields are addresses only, and their code is kept small
-  // (ptxas's time over the library grows faster than its size).
+  // stage's fields are addresses only, and unrolled their step (a switch
+  // over the common types, gemm_group_any) spills: Q4_K_M 1B decode batch
+  // 1 2.03 -> 2.51 ms, batch 64 3.95 -> 4.68 (H200, round 75).
   static constexpr int U = TY == RLM_TYPE_QANY ? 1 : D;
   const DMat &W;
   uint32_t ring;
@@ -359,6 +377,9 @@ template <int TY, int TPW = 1> struct WStream {
         q.qlo[t] = W.qs + r0.z + (size_t)(lane >> 2) * r1.x;
         q.qhi[t] = W.qs + r0.w + (size_t)(lane >> 2) * r1.y;
         q.qpf[t] = (r1.z & 0xFF) | (r1.z >> 16) << 8 | (r1.w & 0xFF) << 16 | (r1.w >> 16) << 24;
+        q.qfast[t] = qp_lay_type(r0.y, 0) == qp_lay_type(r0.y, 1) && qany_fast_type(qp_lay_type(r0.y, 0)) ? qp_lay_type(r0.y, 0) : 0;
+      } else {
+        q.qfast[t] = 0;
       }
     }
   }
@@ -428,39 +449,11 @@ template <int TY, int TPW = 1> struct WStream {
   }
 };
 
-// A warp's step of a product at group j, ring stage i: wait for the
-// group's weights, read them, request group j + D (if below jend) into the
-// stage, and accumulate the 16-row tile against the staged inputs xc (the
-// lane's row and 8 columns of the group; n8 tiles pitch rows apart) into
-// acc, both k16 halves in order. gemm_t and gemm_whole_t share it: the
-// same operations in both.
-template <int TY, int NT>
-__device__ __forceinline__ void gemm_group(WStream<TY> &ws, int i, int j, int jend, const __nv_bfloat16 *xc, int pitch,
-                                           int mrows, float (&acc)[NT][4], bool all) {
-  constexpr int D = WStream<TY>::D;
-  cp_wait<D - 1>();  // this lane's copies of group j are in
-  __syncwarp();      // and every lane's
-  WRaw<TY> wl, wh;
-  ws.read(wl, i, 0, 0, j);
-  ws.read(wh, i, 0, 1, j);
-  __syncwarp();  // every lane has read stage i before it is refilled
-  if (j + D < jend) ws.issue(j + D, i);
-  cp_commit();
-  uint4 lo, hi;
-  if constexpr (TY == RLM_TYPE_QANY) {
-    // One call site for both runs: ptxas's time over the whole library
-    // grows with every call and every unrolled copy (mma.cuh's loops run
-    // the block-quantized groups without unrolling, WStream::U).
-#pragma unroll 1
-    for (int h = 0; h < 2; h++) {
-      const uint4 v = (h ? wh : wl).bf16();
-      if (h) hi = v;
-      else lo = v;
-    }
-  } else {
-    lo = wl.bf16();
-    hi = wh.bf16();
-  }
+// The tensor-core part of a group step: the 16-row tile's runs lo and hi
+// (BF16) against the staged inputs xc, into acc.
+template <int NT>
+__device__ __forceinline__ void gemm_mma(uint4 lo, uint4 hi, const __nv_bfloat16 *xc, int pitch, int mrows,
+                                         float (&acc)[NT][4], bool all) {
   // all: every n8 tile of the staged rows may be read (rows past mrows give
   // outputs nobody reads). Then every tile's first k16 step, then every
   // tile's second: the same two additions per accumulator in the same
@@ -492,6 +485,102 @@ __device__ __forceinline__ void gemm_group(WStream<TY> &ws, int i, int j, int je
       mma_bf16(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
     }
   }
+}
+
+// A warp's step of a product at group j, ring stage i: wait for the
+// group's weights, read them, request group j + D (if below jend) into the
+// stage, and accumulate the 16-row tile against the staged inputs xc (the
+// lane's row and 8 columns of the group; n8 tiles pitch rows apart) into
+// acc, both k16 halves in order. gemm_t and gemm_whole_t share it: the
+// same operations in both.
+template <int TY, int NT>
+__device__ __forceinline__ void gemm_group(WStream<TY> &ws, int i, int j, int jend, const __nv_bfloat16 *xc, int pitch,
+                                           int mrows, float (&acc)[NT][4], bool all) {
+  constexpr int D = WStream<TY>::D;
+  cp_wait<D - 1>();  // this lane's copies of group j are in
+  __syncwarp();      // and every lane's
+  WRaw<TY> wl, wh;
+  ws.read(wl, i, 0, 0, j);
+  ws.read(wh, i, 0, 1, j);
+  __syncwarp();  // every lane has read stage i before it is refilled
+  if (j + D < jend) ws.issue(j + D, i);
+  cp_commit();
+  uint4 lo, hi;
+  if constexpr (TY == RLM_TYPE_QANY) {
+    // One call site for both runs (ptxas's time grows with every call).
+#pragma unroll 1
+    for (int h = 0; h < 2; h++) {
+      const uint4 v = (h ? wh : wl).bf16();
+      if (h) hi = v;
+      else lo = v;
+    }
+  } else {
+    lo = wl.bf16();
+    hi = wh.bf16();
+  }
+  gemm_mma(lo, hi, xc, pitch, mrows, acc, all);
+}
+
+// gemm_group's step for a block-quantized tile whose halves are both of
+// type QT (one of RLM_QFAST's): the lane's scale records are loaded first,
+// so that they arrive while it waits for the group's planes; the planes are
+// read at their fixed width; the runs are decoded inline, side by side
+// (qp_codes, qp_ab, qp_apply: qp_run's operations).
+template <uint32_t QT, int NT>
+__device__ __forceinline__ void gemm_group_q(WStream<RLM_TYPE_QANY> &ws, int i, int j, int jend, const __nv_bfloat16 *xc,
+                                             int pitch, int mrows, float (&acc)[NT][4], bool all) {
+  constexpr int D = WStream<RLM_TYPE_QANY>::D;
+  constexpr int WA = qp_fmt_const(QT).wa, WB = qp_fmt_const(QT).wb;
+  const int q = ws.lane & 3;
+  const qp_ab_t al = qp_ab(QT, ws.q.qlo[0], j, q), ah = qp_ab(QT, ws.q.qhi[0], j, q);
+  cp_wait<D - 1>();  // this lane's copies of group j are in
+  __syncwarp();      // and every lane's
+  const uint32_t base = ws.ring + i * WStream<RLM_TYPE_QANY>::SBLK, hb = 32 * (WA + WB);
+  auto plane_a = [&](uint32_t at) -> unsigned long long {
+    if constexpr (WA == 8) {
+      const uint4 v = lds64(at + ws.lane * 8);
+      return (unsigned long long)v.y << 32 | v.x;
+    } else if constexpr (WA == 4) {
+      return lds32(at + ws.lane * 4);
+    } else {
+      return lds16(at + ws.lane * 2);
+    }
+  };
+  auto plane_b = [&](uint32_t at) -> uint32_t {
+    if constexpr (WB == 2) return lds16(at + 32 * WA + ws.lane * 2);
+    else if constexpr (WB == 1) return lds8(at + 32 * WA + ws.lane);
+    else return 0;
+  };
+  const unsigned long long a0 = plane_a(base), a1 = plane_a(base + hb);
+  const uint32_t b0 = plane_b(base), b1 = plane_b(base + hb);
+  __syncwarp();  // every lane has read stage i before it is refilled
+  if (j + D < jend) ws.issue(j + D, i);
+  cp_commit();
+  uint32_t E0, O0, E1, O1;
+  qp_codes(QT, a0, b0, &E0, &O0);
+  qp_codes(QT, a1, b1, &E1, &O1);
+  float f0[8], f1[8];
+  qp_apply(QT, E0, O0, al, f0);
+  qp_apply(QT, E1, O1, ah, f1);
+  gemm_mma(pack8(f0), pack8(f1), xc, pitch, mrows, acc, all);
+}
+
+// gemm_group for the block-quantized tiles: gemm_group_q for a tile of one
+// of the common types, else the generic step.
+template <int TY, int NT>
+__device__ __forceinline__ void gemm_group_any(WStream<TY> &ws, int i, int j, int jend, const __nv_bfloat16 *xc, int pitch,
+                                               int mrows, float (&acc)[NT][4], bool all) {
+  if constexpr (TY == RLM_TYPE_QANY) {
+    switch (ws.q.qfast[0]) {
+#define RLM_QFAST_CASE(T)                                              \
+  case T:                                                              \
+    gemm_group_q<T, NT>(ws, i, j, jend, xc, pitch, mrows, acc, all);  \
+    return;
+      RLM_QFAST(RLM_QFAST_CASE)
+#undef RLM_QFAST_CASE
+    }
+  }
+  gemm_group<TY, NT>(ws, i, j, jend, xc, pitch, mrows, acc, all);
 }
 
 // gemm_t runs Y = in · Wᵀ over M input rows with the whole grid and hands
@@ -573,7 +662,7 @@ __device__ RLM_GEMM_ATTR void gemm_t(const DMat W, const In in, int M, __nv_bflo
           for (int i = 0; i < D; i++) {
             const int j = jb + i;
             if (j < s1) {
-              gemm_group<TY>(ws, i, j, j1, xrow + (32 * j - cbase), pitch, mrows, acc, all);
+              gemm_group_any<TY>(ws, i, j, j1, xrow + (32 * j - cbase), pitch, mrows, acc, all);
             }
           }
         }
@@ -707,7 +796,7 @@ __device__ RLM_GEMM_ATTR void gemm_local_t(const DMat W, const In in, int M, __n
 #pragma unroll WStream<TY>::U
         for (int i = 0; i < D; i++) {
           const int j = jb + i;
-          if (j < j1) gemm_group<TY>(ws, i, j, j1, xrow + 32 * j, pitch, M, acc, false);
+          if (j < j1) gemm_group_any<TY>(ws, i, j, j1, xrow + 32 * j, pitch, M, acc, false);
         }
       }
 #pragma unroll
@@ -820,7 +909,7 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
         for (int i = 0; i < D; i++) {
           const int j = jb + i;
           if (j < s1) {
-            gemm_group<TY>(ws, i, j, G, xrow + (32 * j - cbase), pitch, mrows, acc, true);
+            gemm_group_any<TY>(ws, i, j, G, xrow + (32 * j - cbase), pitch, mrows, acc, true);
             if (j + 1 == cend) {  // the chunk's sum into tot, in chunk order from zero (chunk_sum's)
 #pragma unroll
               for (int nt = 0; nt < NT; nt++) {
@@ -887,7 +976,7 @@ __device__ __forceinline__ bool gemm_halves_ok(const DMat &W, int M, size_t cap)
   const int tiles = (W.rows + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;
   // Half-size units where they fill the grid better than whole ones: at
   // most about one round of them.
-  return RLM_HALVES && W.type != RLM_TYPE_F32 && W.type != RLM_TYPE_QANY && W.nk == 2 && W.cols % 64 == 0 && M > kLocalM &&
+  return RLM_HALVES && !kQmod && W.type != RLM_TYPE_F32 && W.type != RLM_TYPE_QANY && W.nk == 2 && W.cols % 64 == 0 && M > kLocalM &&
          2 * tiles * passes * 8 <= (int)gridDim.x * 9 && gemm_halves_smem() <= cap - kRingBytes;
 }
 // A unit's first ring stages for a warp: its m16 tile, its half's chunk.
@@ -945,7 +1034,7 @@ __device__ RLM_GEMM_ATTR void gemm_halves_t(const DMat W, const In in, int M, __
 #pragma unroll
         for (int i = 0; i < D; i++) {
           const int j = jb + i;
-          if (j < s1) gemm_group<TY>(ws, i, j0 + j, j1, xrow + 32 * (j - s0), pitch, mrows, acc, true);
+          if (j < s1) gemm_group_any<TY>(ws, i, j0 + j, j1, xrow + 32 * (j - s0), pitch, mrows, acc, true);
         }
       }
     }
@@ -1116,6 +1205,11 @@ __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t
       }
     } else if ((int)blockIdx.x < ws.units()) ws.prime(blockIdx.x);
   };
+  if constexpr (kQmod) {  // device_q.cu's module: BF16 and the block-quantized types only
+    if (W.type == RLM_TYPE_QANY) go(WStream<RLM_TYPE_QANY>(W, smem, cap));
+    else go(WStream<RLM_TYPE_BF16>(W, smem, cap));
+    return;
+  }
   if (W.type == RLM_TYPE_BF16) go(WStream<RLM_TYPE_BF16>(W, smem, cap));
   else if (W.type == RLM_TYPE_F16) go(WStream<RLM_TYPE_F16>(W, smem, cap));
   else if (W.type == RLM_TYPE_Q8_0) go(WStream<RLM_TYPE_Q8_0>(W, smem, cap));
@@ -1144,6 +1238,12 @@ __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap,
       else gemm_t<RLM_TYPE_QANY, kPass>(W, in, M, xs, cap, s, epi);
       return;
     }
+  }
+  if constexpr (kQmod) {  // device_q.cu's module: the other matrices are BF16, in the same three shapes
+    if (gemm_local_ok(W, M, cap)) gemm_local_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
+    else if (M <= kSmallM) gemm_t<RLM_TYPE_BF16, kSmallM>(W, in, M, xs, cap, s, epi);
+    else gemm_t<RLM_TYPE_BF16, kPass>(W, in, M, xs, cap, s, epi);
+    return;
   }
   if (gemm_local_ok(W, M, cap)) {
     if (W.type == RLM_TYPE_BF16) gemm_local_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);

@@ -38,7 +38,7 @@ __device__ __noinline__ F8 qany_load8(const DMat &m, int row, int col) {
 }
 
 __device__ __forceinline__ void load8(const DMat &m, int row, int col, float *f) {
-  if (m.type == RLM_TYPE_QANY) {
+  if (kQany && m.type == RLM_TYPE_QANY) {
     const F8 v = qany_load8(m, row, col);
     f[0] = v.lo.x, f[1] = v.lo.y, f[2] = v.lo.z, f[3] = v.lo.w;
     f[4] = v.hi.x, f[5] = v.hi.y, f[6] = v.hi.z, f[7] = v.hi.w;

@@ -43,8 +43,19 @@
 
 #ifdef __CUDACC__
 #define QP_HD __host__ __device__
+/* qp_run: inlined into each caller, where a constant type folds its
+ * switches away (mma.cuh's decoders of the common types). */
+#define QP_HDI __host__ __device__ __forceinline__
 #else
 #define QP_HD
+#define QP_HDI inline
+#endif
+
+/* qp_fmt_of is a constant expression in C++ (mma.cuh's typed decoders). */
+#ifdef __cplusplus
+#define QP_CONSTEXPR constexpr
+#else
+#define QP_CONSTEXPR
 #endif
 
 /* The device's type of a matrix in this layout (DMat.type); never a ggml id. */
@@ -59,7 +70,7 @@ typedef struct {
 } qp_fmt;
 
 /* qp_fmt_of fills f for type t; 0 for a type this layout does not hold. */
-QP_HD static inline int qp_fmt_of(uint32_t t, qp_fmt *f) {
+QP_HD static QP_CONSTEXPR inline int qp_fmt_of(uint32_t t, qp_fmt *f) {
   qp_fmt r = {4, 0, 2, 0, 0, 0, 32, 18};
   switch (t) {
     case RLM_TYPE_Q4_0: r.bias = 8; break;
@@ -219,15 +230,18 @@ QP_HD static inline uint32_t qp_spread1(uint32_t x) { return ((x & 15) * 0x00204
 
 /* qp_run dequantizes one run: y[k] is column 8q + k of 32-column group j
  * of a row, from the run's planes (a: plane A's bytes, b: plane B's, as
- * qp_pack_run writes them) and the row's scale records srow. */
-QP_HD static inline void qp_run(uint32_t t, uint64_t a, uint32_t b, const uint8_t *srow, int j, int q, float *y) {
-  qp_fmt f;
-  if (!qp_fmt_of(t, &f)) f.bias = f.off = f.rec = f.gsh = 0;
-  const uint8_t *p = srow + (size_t)(j >> f.gsh) * f.rec;
-  const int s = j & 7, sub = 2 * s + (q >> 1);  /* the group in its super-block; the lane's 16-column sub-block */
+ * qp_pack_run writes them) and the row's scale records srow. In three
+ * parts, which mma.cuh's decoders of the common types also call (the
+ * record's loads first, before they wait for the planes): qp_codes, the
+ * codes; qp_ab, A and B from the record; qp_apply, x = A·v (+ B). */
+typedef struct {
+  float A, B;
+} qp_ab_t;
+
+/* The codes of columns 2i (*E) and 2i + 1 (*O) of the run in byte i. */
+static QP_HDI void qp_codes(uint32_t t, uint64_t a, uint32_t b, uint32_t *E_, uint32_t *O_) {
   const uint32_t lo32 = (uint32_t)a;
-  uint32_t E = 0, O = 0;  /* the codes of columns 2i (E) and 2i + 1 (O) in byte i */
-  float A = 0.f, B = 0.f;
+  uint32_t E = 0, O = 0;
   switch (t) {
     case RLM_TYPE_Q4_0:
     case RLM_TYPE_Q5_0:
@@ -269,71 +283,95 @@ QP_HD static inline void qp_run(uint32_t t, uint64_t a, uint32_t b, const uint8_
     E |= qp_spread2(b & 0xFF) << 4;
     O |= qp_spread2((b >> 8) & 0xFF) << 4;
   }
-  /* A and B as ggml computes them. */
+  *E_ = E;
+  *O_ = O;
+}
+
+/* A and B of group j (lane quarter q) as ggml computes them, from the
+ * row's scale records srow. */
+static QP_HDI qp_ab_t qp_ab(uint32_t t, const uint8_t *srow, int j, int q) {
+  qp_fmt f;
+  if (!qp_fmt_of(t, &f)) f.rec = f.gsh = 0;
+  const uint8_t *p = srow + (size_t)(j >> f.gsh) * f.rec;
+  const int s = j & 7, sub = 2 * s + (q >> 1);  /* the group in its super-block; the lane's 16-column sub-block */
+  qp_ab_t r = {0.f, 0.f};
   switch (t) {
     case RLM_TYPE_Q4_0:
     case RLM_TYPE_Q5_0:
     case RLM_TYPE_Q8_0:
     case RLM_TYPE_IQ4_NL:
-      A = qp_f16(qp_ld16(p));
+      r.A = qp_f16(qp_ld16(p));
       break;
     case RLM_TYPE_Q4_1:
     case RLM_TYPE_Q5_1: {
       const uint32_t w = qp_ld32(p);
-      A = qp_f16(w & 0xFFFF);
-      B = qp_f16(w >> 16);
+      r.A = qp_f16(w & 0xFFFF);
+      r.B = qp_f16(w >> 16);
       break;
     }
     case RLM_TYPE_MXFP4:
-      A = qp_e8m0_half(qp_ld8(p));
+      r.A = qp_e8m0_half(qp_ld8(p));
       break;
     case RLM_TYPE_Q2_K: {  /* scales[16], d, dmin: d·(sc & 15), dmin·(sc >> 4) */
       const uint32_t sc = qp_ld8(p + sub), w = qp_ld32(p + 16);
-      A = QP_MUL(qp_f16(w & 0xFFFF), (float)(int)(sc & 15));
-      B = -QP_MUL(qp_f16(w >> 16), (float)(int)(sc >> 4));
+      r.A = QP_MUL(qp_f16(w & 0xFFFF), (float)(int)(sc & 15));
+      r.B = -QP_MUL(qp_f16(w >> 16), (float)(int)(sc >> 4));
       break;
     }
     case RLM_TYPE_Q3_K: {  /* scales[12], d: d·(6-bit scale - 32) */
-      const qp_w4 r = qp_ld128(p);
-      const uint32_t lo = (qp_byte(r, sub & 7) >> (4 * (sub >> 3))) & 15, hi = (qp_byte(r, 8 + (sub & 3)) >> (2 * (sub >> 2))) & 3;
-      A = QP_MUL(qp_f16(r.w[3] & 0xFFFF), (float)((int)(lo | hi << 4) - 32));
+      const qp_w4 w = qp_ld128(p);
+      const uint32_t lo = (qp_byte(w, sub & 7) >> (4 * (sub >> 3))) & 15, hi = (qp_byte(w, 8 + (sub & 3)) >> (2 * (sub >> 2))) & 3;
+      r.A = QP_MUL(qp_f16(w.w[3] & 0xFFFF), (float)((int)(lo | hi << 4) - 32));
       break;
     }
     case RLM_TYPE_Q4_K:
     case RLM_TYPE_Q5_K: {  /* d, dmin, scales[12]: get_scale_min_k4 of sub-block s */
-      const qp_w4 r = qp_ld128(p);
-      const uint32_t qa = qp_byte(r, 4 + s), qb = qp_byte(r, 8 + s), qc = qp_byte(r, s);  /* q[s], q[s+4], q[s-4] */
+      const qp_w4 w = qp_ld128(p);
+      const uint32_t qa = qp_byte(w, 4 + s), qb = qp_byte(w, 8 + s), qc = qp_byte(w, s);  /* q[s], q[s+4], q[s-4] */
       const uint32_t sc = s < 4 ? (qa & 63) : ((qb & 15) | (qc >> 6) << 4);
       const uint32_t m = s < 4 ? (qb & 63) : ((qb >> 4) | (qa >> 6) << 4);
-      A = QP_MUL(qp_f16(r.w[0] & 0xFFFF), (float)(int)sc);
-      B = -QP_MUL(qp_f16(r.w[0] >> 16), (float)(int)m);
+      r.A = QP_MUL(qp_f16(w.w[0] & 0xFFFF), (float)(int)sc);
+      r.B = -QP_MUL(qp_f16(w.w[0] >> 16), (float)(int)m);
       break;
     }
     case RLM_TYPE_Q6_K: {  /* scales[16] (int8), d: d·sc */
       const int sc = (int)(int8_t)(uint8_t)qp_ld8(p + sub);
-      A = QP_MUL(qp_f16(qp_ld16(p + 16)), (float)sc);
+      r.A = QP_MUL(qp_f16(qp_ld16(p + 16)), (float)sc);
       break;
     }
     case RLM_TYPE_IQ4_XS: {  /* d, scales_h, scales_l[4]: d·(6-bit scale - 32) */
       const uint32_t w0 = qp_ld32(p), w1 = qp_ld32(p + 4);
       const uint32_t ls = ((w1 >> (4 * s)) & 15) | ((w0 >> (16 + 2 * s)) & 3) << 4;
-      A = QP_MUL(qp_f16(w0 & 0xFFFF), (float)((int)ls - 32));
+      r.A = QP_MUL(qp_f16(w0 & 0xFFFF), (float)((int)ls - 32));
       break;
     }
   }
-  /* v = code - bias, exactly: 2^23 + code as float bits, minus 2^23 + bias. */
+  return r;
+}
+
+/* y from the codes: v = code - bias, exactly (2^23 + code as float bits,
+ * minus 2^23 + bias), x = A·v, plus B for the types with an offset. */
+static QP_HDI void qp_apply(uint32_t t, uint32_t E, uint32_t O, qp_ab_t ab, float *y) {
+  qp_fmt f;
+  if (!qp_fmt_of(t, &f)) f.bias = f.off = 0;
   const float base = (float)(8388608 + f.bias);
   for (int i = 0; i < 4; i++) {
     const float ve = QP_ADD(qp_f32(qp_perm(E, 0x4B000000u, 0x7440u | (uint32_t)i)), -base);
     const float vo = QP_ADD(qp_f32(qp_perm(O, 0x4B000000u, 0x7440u | (uint32_t)i)), -base);
-    float xe = QP_MUL(A, ve), xo = QP_MUL(A, vo);
+    float xe = QP_MUL(ab.A, ve), xo = QP_MUL(ab.A, vo);
     if (f.off) {
-      xe = QP_ADD(xe, B);
-      xo = QP_ADD(xo, B);
+      xe = QP_ADD(xe, ab.B);
+      xo = QP_ADD(xo, ab.B);
     }
     y[2 * i] = xe;
     y[2 * i + 1] = xo;
   }
+}
+
+static QP_HDI void qp_run(uint32_t t, uint64_t a, uint32_t b, const uint8_t *srow, int j, int q, float *y) {
+  uint32_t E, O;
+  qp_codes(t, a, b, &E, &O);
+  qp_apply(t, E, O, qp_ab(t, srow, j, q), y);
 }
 
 /* ---- host: packing (rlm_create, rlm_test_gemm_q and the Go test) ---- */

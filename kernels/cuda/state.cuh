@@ -32,17 +32,28 @@ constexpr int kMaxBias = RLM_MAX_BIAS;  // logit-bias pairs a slot may hold (rin
 constexpr int kTokChunk = 4;    // tokens a warp multiplies per weight load
 constexpr int kRecBatch = 32;   // submit records copied at once
 
-// The block-quantized types' products (RLM_TYPE_QANY, mma.cuh) are in the
-// library only when it is built with -DRLM_QANY (make cuda CUDA_QUANT=1).
-// With them, ptxas 11.8 takes about 21 minutes over the library instead of
-// 5 (the QANY instances alone take seconds; the whole program does not),
-// and it gives the persistent kernel more spills: BF16 decode 2-3.5%
-// slower (bench/RESULTS.md). Without them, rlm_create refuses those types
-// with a line that says how to build them in.
+// The block-quantized types' products (RLM_TYPE_QANY, mma.cuh) are in
+// device_q.cu's module only (RLM_QANY; make cuda builds it unless
+// CUDA_QUANT=0): beside the other types' products ptxas 11.8 took about 21
+// minutes over the kernel instead of 5, and the other types' decode ran
+// 2-3.5% slower (bench/RESULTS.md). This module (device.cu) stays free of
+// them; rlm_create launches the other one's kernel for a model that has
+// such weights, and refuses them when the library has no such module.
 #ifdef RLM_QANY
 constexpr bool kQany = true;
 #else
 constexpr bool kQany = false;
+#endif
+// device_q.cu's module (RLM_QMOD) runs only models that have block-
+// quantized weights: rlm_create gives it their products as RLM_TYPE_QANY
+// (Q8_0 parts too) or BF16 (F16 and F32 matrices, converted at upload: the
+// product rounds them to BF16 anyway) and always the tensor-core phases, so
+// its kernel holds no other product instances and none of the CUDA-core
+// phases (ptxas's time over a module grows faster than the module).
+#ifdef RLM_QMOD
+constexpr bool kQmod = true;
+#else
+constexpr bool kQmod = false;
 #endif
 
 struct DMat {
