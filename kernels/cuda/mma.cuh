@@ -321,6 +321,12 @@ template <int TPW> struct WQFields {
   uint32_t qlay[TPW] = {}, qpf[TPW] = {};
   const uint8_t *qlo[TPW] = {}, *qhi[TPW] = {};
   uint32_t qfast[TPW] = {};  // the halves' type where they share one of RLM_QFAST's, else 0
+  // gemm_group_q's K-quant records, unpacked once a super-block (qp_rec_*):
+  // per half four words of 6-bit scales (Q6_K: the lane's eight int8
+  // scales in two) and d (and dmin); rsb: the super-block they are of.
+  uint32_t rw[2][4] = {};
+  float rd[2][2] = {};
+  int rsb = -1;
 };
 
 // A warp's stream of weight blocks through its ring: a unit's blocks are
@@ -378,6 +384,7 @@ template <int TY, int TPW = 1> struct WStream {
         q.qhi[t] = W.qs + r0.w + (size_t)(lane >> 2) * r1.y;
         q.qpf[t] = (r1.z & 0xFF) | (r1.z >> 16) << 8 | (r1.w & 0xFF) << 16 | (r1.w >> 16) << 24;
         q.qfast[t] = qp_lay_type(r0.y, 0) == qp_lay_type(r0.y, 1) && qany_fast_type(qp_lay_type(r0.y, 0)) ? qp_lay_type(r0.y, 0) : 0;
+        q.rsb = -1;
       } else {
         q.qfast[t] = 0;
       }
@@ -411,6 +418,21 @@ template <int TY, int TPW = 1> struct WStream {
         sl[t][st] = slo[t] ? __ldg(slo[t] + j) : 0.f;
         sh[t][st] = shi[t] ? __ldg(shi[t] + j) : 0.f;
       }
+    }
+  }
+  // issue for a tile of one type QT (gemm_group_q): its block's bytes a
+  // constant; the scale records prefetched into L1 only where group j
+  // starts a new record line's worth (a K-quant super-block; 16 groups of
+  // the 32-column types).
+  template <uint32_t QT> __device__ __forceinline__ void issue_q(int j, int st) {
+    static_assert(TY == RLM_TYPE_QANY && TPW == 1, "issue_q");
+    constexpr qp_fmt F = qp_fmt_const(QT);
+    constexpr int bytes = 64 * (F.wa + F.wb);
+    if (!pb[0]) return;
+    if (lane * 16 < bytes) cp16(ring + st * SBLK + lane * 16, pb[0] + (size_t)j * bytes + lane * 16, 16);
+    if ((j & (F.gsh ? 7 : 15)) == 0) {
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(q.qlo[0] + (size_t)(j >> F.gsh) * F.rec));
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(q.qhi[0] + (size_t)(j >> F.gsh) * F.rec));
     }
   }
   // copy false: the copies were issued before (gemm_prime); only the
@@ -532,7 +554,19 @@ __device__ __forceinline__ void gemm_group_q(WStream<RLM_TYPE_QANY> &ws, int i, 
   constexpr int D = WStream<RLM_TYPE_QANY>::D;
   constexpr int WA = qp_fmt_const(QT).wa, WB = qp_fmt_const(QT).wb;
   const int q = ws.lane & 3;
-  const qp_ab_t al = qp_ab(QT, ws.q.qlo[0], j, q), ah = qp_ab(QT, ws.q.qhi[0], j, q);
+  qp_ab_t al, ah;
+  if constexpr (qp_rec_cached(QT)) {
+    if ((j >> 3) != ws.q.rsb) {  // a new super-block: its records, unpacked
+      ws.q.rsb = j >> 3;
+      qp_rec_load(QT, ws.q.qlo[0] + (size_t)(j >> 3) * qp_fmt_const(QT).rec, q, ws.q.rw[0], ws.q.rd[0]);
+      qp_rec_load(QT, ws.q.qhi[0] + (size_t)(j >> 3) * qp_fmt_const(QT).rec, q, ws.q.rw[1], ws.q.rd[1]);
+    }
+    al = qp_rec_ab(QT, ws.q.rw[0], ws.q.rd[0], j & 7);
+    ah = qp_rec_ab(QT, ws.q.rw[1], ws.q.rd[1], j & 7);
+  } else {
+    al = qp_ab(QT, ws.q.qlo[0], j, q);
+    ah = qp_ab(QT, ws.q.qhi[0], j, q);
+  }
   cp_wait<D - 1>();  // this lane's copies of group j are in
   __syncwarp();      // and every lane's
   const uint32_t base = ws.ring + i * WStream<RLM_TYPE_QANY>::SBLK, hb = 32 * (WA + WB);
@@ -554,7 +588,7 @@ __device__ __forceinline__ void gemm_group_q(WStream<RLM_TYPE_QANY> &ws, int i, 
   const unsigned long long a0 = plane_a(base), a1 = plane_a(base + hb);
   const uint32_t b0 = plane_b(base), b1 = plane_b(base + hb);
   __syncwarp();  // every lane has read stage i before it is refilled
-  if (j + D < jend) ws.issue(j + D, i);
+  if (j + D < jend) ws.template issue_q<QT>(j + D, i);
   cp_commit();
   uint32_t E0, O0, E1, O1;
   qp_codes(QT, a0, b0, &E0, &O0);

@@ -15,12 +15,19 @@ import (
 // quantRows draws n rows of k columns of type typ (quantized normal values
 // and random blocks with random finite scales, alternately) and gives the
 // file's bytes and the weights the product multiplies: package quant's
-// dequantization rounded to BF16.
+// dequantization rounded to BF16. MXFP4's random E8M0 scales are held to
+// 2^-127..2^32: above, a row's products overflow float32 (the device's
+// sum is then infinite where the float64 reference is not).
 func quantRows(r *rand.Rand, typ gguf.Type, n, k int) ([]byte, []float32) {
 	var data []byte
 	wf := make([]float32, n*k)
 	for i := range n {
 		row := qpRow(r, typ, k, i%2)
+		if typ == gguf.TypeMXFP4 {
+			for b := 0; b < len(row); b += 17 {
+				row[b] = min(row[b], 127+32)
+			}
+		}
 		if err := quant.Dequantize(typ, wf[i*k:(i+1)*k], row); err != nil {
 			panic(err)
 		}

@@ -4,6 +4,7 @@ package cuda
 
 /*
 #include <stdlib.h>
+#include <string.h>
 #include "qpack.h"
 
 // qp_pack_go packs rows of file bytes (row r at all + off[r], or a zero row
@@ -46,6 +47,28 @@ static void qp_unpack_go(int rows, int cols, const qp_tile *tiles, const uint8_t
 					       out + (size_t)r * cols + 32 * j + 8 * q);
 				}
 	}
+}
+
+// qp_rec_check_go holds qp_rec_load + qp_rec_ab (the records unpacked once a
+// super-block) to qp_ab for every group s and lane quarter q of one
+// super-block row of type t (file bytes): 0, or -1 with the first
+// mismatch in *bad (8 q + s).
+static int qp_rec_check_go(uint32_t t, const uint8_t *row, int *bad) {
+	uint8_t rec[32] = {0};
+	qp_row_scales(t, row, 256, rec);
+	for (int q = 0; q < 4; q++) {
+		uint32_t w[4];
+		float d[2];
+		qp_rec_load(t, rec, q, w, d);
+		for (int s = 0; s < 8; s++) {
+			const qp_ab_t a = qp_ab(t, rec, s, q), b = qp_rec_ab(t, w, d, s);
+			if (memcmp(&a.A, &b.A, 4) != 0 || memcmp(&a.B, &b.B, 4) != 0) {
+				*bad = 8 * q + s;
+				return -1;
+			}
+		}
+	}
+	return 0;
 }
 */
 import "C"
@@ -126,4 +149,16 @@ func (p *qpPacked) unpack() []float32 {
 // records), to compare with the file's.
 func (p *qpPacked) vramBytes() int {
 	return len(p.codes) + len(p.scales) + len(p.tiles)*int(unsafe.Sizeof(C.qp_tile{}))
+}
+
+// qpRecCheck reports the first group s and lane quarter q of a super-block
+// row (file bytes, 256 columns) of a K-quant type whose A or B from the
+// records unpacked once a super-block (qp_rec_load, qp_rec_ab) differ from
+// qp_ab's; ok when none does.
+func qpRecCheck(typ gguf.Type, row []byte) (s, q int, ok bool) {
+	var bad C.int
+	if C.qp_rec_check_go(C.uint32_t(typ), (*C.uint8_t)(unsafe.Pointer(&row[0])), &bad) == 0 {
+		return 0, 0, true
+	}
+	return int(bad) % 8, int(bad) / 8, false
 }

@@ -374,6 +374,47 @@ static QP_HDI void qp_run(uint32_t t, uint64_t a, uint32_t b, const uint8_t *sro
   qp_apply(t, E, O, qp_ab(t, srow, j, q), y);
 }
 
+/* The K-quants' records (qp_ab's Q4_K, Q5_K and Q6_K cases) unpacked once a
+ * super-block into four words and two floats (mma.cuh's gemm_group_q keeps
+ * them in registers), so that a group's A and B take a few operations: the
+ * same values by the same float operations (TestQuantRecMatchesAB). */
+QP_HD static QP_CONSTEXPR inline int qp_rec_cached(uint32_t t) {
+  return t == RLM_TYPE_Q4_K || t == RLM_TYPE_Q5_K || t == RLM_TYPE_Q6_K;
+}
+/* p: the row's record of the super-block; q: the lane's quarter. */
+static QP_HDI void qp_rec_load(uint32_t t, const uint8_t *p, int q, uint32_t *w, float *d) {
+  if (t == RLM_TYPE_Q6_K) { /* scales[16] (int8), d at 16: the lane's sub-blocks 2s + q/2 */
+    const uint32_t o = (uint32_t)(q >> 1), sel = o | (2 + o) << 4 | (4 + o) << 8 | (6 + o) << 12;
+    w[0] = qp_perm(qp_ld32(p), qp_ld32(p + 4), sel);   /* s = 0..3 */
+    w[1] = qp_perm(qp_ld32(p + 8), qp_ld32(p + 12), sel); /* s = 4..7 */
+    w[2] = w[3] = 0;
+    d[0] = qp_f16(qp_ld16(p + 16));
+    d[1] = 0.f;
+  } else { /* Q4_K, Q5_K: d, dmin, scales[12]; get_scale_min_k4 for every s at once */
+    const qp_w4 r = qp_ld128(p);
+    const uint32_t Q0 = r.w[1], Q1 = r.w[2], Q2 = r.w[3];
+    w[0] = Q0 & 0x3F3F3F3Fu;                                           /* sc, s = 0..3 */
+    w[1] = (Q2 & 0x0F0F0F0Fu) | ((Q0 >> 6) & 0x03030303u) << 4;        /* sc, s = 4..7 */
+    w[2] = Q1 & 0x3F3F3F3Fu;                                           /* m, s = 0..3 */
+    w[3] = ((Q2 >> 4) & 0x0F0F0F0Fu) | ((Q1 >> 6) & 0x03030303u) << 4; /* m, s = 4..7 */
+    d[0] = qp_f16(r.w[0] & 0xFFFF);
+    d[1] = qp_f16(r.w[0] >> 16);
+  }
+}
+/* A and B of group s (0..7) of the super-block, as qp_ab computes them. */
+static QP_HDI qp_ab_t qp_rec_ab(uint32_t t, const uint32_t *w, const float *d, int s) {
+  qp_ab_t r = {0.f, 0.f};
+  if (t == RLM_TYPE_Q6_K) {
+    const int sc = (int)(int8_t)(uint8_t)(qp_perm(w[0], w[1], (uint32_t)s) & 0xFF);
+    r.A = QP_MUL(d[0], (float)sc);
+  } else {
+    const uint32_t sc = qp_perm(w[0], w[1], (uint32_t)s) & 0xFF, m = qp_perm(w[2], w[3], (uint32_t)s) & 0xFF;
+    r.A = QP_MUL(d[0], (float)(int)sc);
+    r.B = -QP_MUL(d[1], (float)(int)m);
+  }
+  return r;
+}
+
 /* ---- host: packing (rlm_create, rlm_test_gemm_q and the Go test) ---- */
 
 /* The 32 codes of group j of a row in the file's layout (the value is

@@ -155,6 +155,22 @@ func TestQuantPackMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestQuantRecMatchesAB: the K-quants' records unpacked once a super-block
+// (qp_rec_load, qp_rec_ab: what the kernel keeps in registers) give every
+// group's A and B bit for bit as qp_ab reads them from the record, for
+// random and extreme super-blocks and every lane quarter.
+func TestQuantRecMatchesAB(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K} {
+		for i := range 300 {
+			row := qpRow(r, typ, 256, i%3)
+			if s, q, ok := qpRecCheck(typ, row); !ok {
+				t.Fatalf("%s super-block %d: group %d, quarter %d: A or B differs from qp_ab's", typ, i, s, q)
+			}
+		}
+	}
+}
+
 // TestQuantPackMixedStack: stacks whose parts differ in type, as rlm_create
 // builds them: Q, K and V parts of three types meeting at tile boundaries,
 // with zero rows between (the QKV permutation's padding); gate and up of
