@@ -943,7 +943,7 @@ __device__ RLM_GEMM_ATTR void gemm_whole_t(const DMat W, const In in, int M, __n
         for (int i = 0; i < D; i++) {
           const int j = jb + i;
           if (j < s1) {
-            gemm_group_any<TY>(ws, i, j, G, xrow + (32 * j - cbase), pitch, mrows, acc, true);
+            gemm_group<TY>(ws, i, j, G, xrow + (32 * j - cbase), pitch, mrows, acc, true);
             if (j + 1 == cend) {  // the chunk's sum into tot, in chunk order from zero (chunk_sum's)
 #pragma unroll
               for (int nt = 0; nt < NT; nt++) {
@@ -1068,7 +1068,7 @@ __device__ RLM_GEMM_ATTR void gemm_halves_t(const DMat W, const In in, int M, __
 #pragma unroll
         for (int i = 0; i < D; i++) {
           const int j = jb + i;
-          if (j < s1) gemm_group_any<TY>(ws, i, j0 + j, j1, xrow + 32 * (j - s0), pitch, mrows, acc, true);
+          if (j < s1) gemm_group<TY>(ws, i, j0 + j, j1, xrow + 32 * (j - s0), pitch, mrows, acc, true);
         }
       }
     }
