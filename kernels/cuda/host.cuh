@@ -160,12 +160,6 @@ static bool qany_build(const rlm_matrix *parts, int np, const std::vector<int> *
   return true;
 }
 
-// pack_tiles rearranges a row-major matrix (rows × cols elements of esz
-// bytes; cols a multiple of 32) into the order the tensor-core product
-// reads (mma.cuh WRun): per 16-row tile and 32-column group, 64 runs of 8
-// elements, lane l = 4g + q's run of row g (columns 8q..8q+7) at l and of
-// row g + 8 at 32 + l; groups in order, tiles in order; rows past the
-// matrix zero. A warp then streams its tile as one contiguous range.
 // A float as BF16, rounded to nearest even (a NaN stays a NaN): what the
 // product's pack_bf16 gives for it.
 static uint16_t bf16_rne(float v) {
@@ -175,6 +169,12 @@ static uint16_t bf16_rne(float v) {
   return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
 }
 
+// pack_tiles rearranges a row-major matrix (rows × cols elements of esz
+// bytes; cols a multiple of 32) into the order the tensor-core product
+// reads (mma.cuh WRun): per 16-row tile and 32-column group, 64 runs of 8
+// elements, lane l = 4g + q's run of row g (columns 8q..8q+7) at l and of
+// row g + 8 at 32 + l; groups in order, tiles in order; rows past the
+// matrix zero. A warp then streams its tile as one contiguous range.
 static std::vector<uint8_t> pack_tiles(const std::vector<uint8_t> &src, size_t rows, size_t cols, size_t esz) {
   const size_t t16 = (rows + 15) / 16, groups = cols / 32, run = 8 * esz, blk = 64 * run;
   std::vector<uint8_t> out(t16 * groups * blk, 0);
@@ -361,10 +361,10 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   // matrix has perm->size() rows.
   // The block-quantized types other than Q8_0 alone (and Q8_0 in a stack
   // with them) go to VRAM at their own width in the tensor-core product's
-  // order (qpack.h, RLM_TYPE_QANY), the embedding too (embed: its rows are
+  // order (qpack.h, RLM_TYPE_QANY), the embedding too (its rows are
   // read by load8 in that order); the CUDA-core phases do not read them.
   auto stack = [&](DMat *out, const rlm_matrix *parts, int np, const char *what, const std::vector<int> *perm,
-                   bool pack, bool embed) -> bool {
+                   bool pack) -> bool {
     // The first part with data sets the type and width (phi3's fused
     // tensors come as the first or the last part of a stack, the others null).
     uint32_t rows = 0, cols = 0, type = 0;
@@ -381,16 +381,8 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
         mixed = mixed || parts[i].type != type;
       }
     if (qany && (mixed || type != RLM_TYPE_Q8_0 || c->qmod)) {
-      if (!rlm_qmod_kernel) {
-        seterr(err, errlen, "%s: %s weights: this CUDA library was built without the block-quantized types; "
-               "make cuda without CUDA_QUANT=0 builds one that reads them", what, type_name(type));
-        return false;
-      }
-      if (!pack && !embed) {
-        seterr(err, errlen, "%s: %s weights are read by the tensor-core product only; the CUDA-core phases (RINGLM_CUDA_GEMV=1, or "
-               "widths that are not multiples of 32) read F32, F16, BF16 and Q8_0", what, type_name(type));
-        return false;
-      }
+      // rlm_create has refused such a model already where the library has
+      // no block-quantized module or the CUDA-core phases run (c->qmod).
       QHost q;
       if (!qany_build(parts, np, perm, what, q, err, errlen)) return false;
       char *dw;
@@ -585,17 +577,15 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
       c->qmod = true;
     }
   }
-  if (!stack(&d.embed, &m->embed, 1, "token_embd", nullptr, false, true)) return bail();
+  if (!stack(&d.embed, &m->embed, 1, "token_embd", nullptr, false)) return bail();
   if (m->output.data && m->output.data != m->embed.data) {
-    if (!stack(&d.output, &m->output, 1, "output", nullptr, d.mma, false)) return bail();
+    if (!stack(&d.output, &m->output, 1, "output", nullptr, d.mma)) return bail();
   } else if (d.mma && d.embed.type != RLM_TYPE_QANY) {  // tied: the head reads a packed copy, the embedding phase the rows
-    if (!stack(&d.output, &m->embed, 1, "output (tied)", nullptr, true, false)) return bail();
-  } else if (!d.mma && d.embed.type == RLM_TYPE_QANY) {
-    seterr(err, errlen, "output (tied): %s weights are read by the tensor-core product only; the CUDA-core phases "
-           "(RINGLM_CUDA_GEMV=1, or widths that are not multiples of 32) read F32, F16, BF16 and Q8_0", type_name(m->embed.type));
-    return bail();
+    if (!stack(&d.output, &m->embed, 1, "output (tied)", nullptr, true)) return bail();
   } else {
-    d.output = d.embed;  // the CUDA-core head reads the rows; a block-quantized embedding is in the product's order already
+    // The CUDA-core head reads the rows; a block-quantized embedding (only
+    // ever with the tensor-core phases: c->qmod) is in the product's order already.
+    d.output = d.embed;
   }
   {
     float *p;
@@ -612,7 +602,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     if (!vec(S.ffn_norm, m->dim, &p)) return bail();
     L.ffn_norm = p;
     const rlm_matrix qkv[3] = {S.q, S.k, S.v};
-    if (!stack(&L.qkv, qkv, 3, "attn_qkv", d.mma ? &qkv_perm : nullptr, d.mma, false)) return bail();
+    if (!stack(&L.qkv, qkv, 3, "attn_qkv", d.mma ? &qkv_perm : nullptr, d.mma)) return bail();
     if ((uint32_t)L.qkv.rows != (d.mma ? (uint32_t)qkv_perm.size() : qd + 2 * kvd)) {
       seterr(err, errlen, "layer %u: QKV has %d rows, want %u", l, L.qkv.rows, qd + 2 * kvd);
       return bail();
@@ -626,14 +616,14 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
       if (!vec(b.data(), b.size(), &p)) return bail();
       L.qkv_bias = p;
     }
-    if (!stack(&L.o, &S.out, 1, "attn_output", nullptr, d.mma, false)) return bail();
+    if (!stack(&L.o, &S.out, 1, "attn_output", nullptr, d.mma)) return bail();
     const rlm_matrix gu[2] = {S.gate, S.up};
-    if (!stack(&L.gu, gu, 2, "ffn_gate/up", d.mma ? &gu_perm : nullptr, d.mma, false)) return bail();
+    if (!stack(&L.gu, gu, 2, "ffn_gate/up", d.mma ? &gu_perm : nullptr, d.mma)) return bail();
     if ((uint32_t)L.gu.rows != 2 * m->ffn) {
       seterr(err, errlen, "layer %u: gate+up has %d rows, want %u", l, L.gu.rows, 2 * m->ffn);
       return bail();
     }
-    if (!stack(&L.down, &S.down, 1, "ffn_down", nullptr, d.mma, false)) return bail();
+    if (!stack(&L.down, &S.down, 1, "ffn_down", nullptr, d.mma)) return bail();
   }
   // Grid size: one block per SM (the kernel is written for 512 threads).
   c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats) + kRingBytes;
