@@ -1251,6 +1251,17 @@ __device__ __noinline__ void gemm_prime(const DMat &W, int M, void *smem, size_t
   else go(WStream<RLM_TYPE_F32>(W, smem, cap));
 }
 
+// The three shapes the block-quantized module's products take: gemm_local_t
+// at one row, gemm_t in passes of kSmallM up to kSmallM rows and of kPass
+// above.
+template <int TY, class Epi>
+__device__ __forceinline__ void gemm_three(const DMat &W, const In &in, int M, __nv_bfloat16 *xs, size_t cap, GemmScratch s,
+                                           Epi epi) {
+  if (gemm_local_ok(W, M, cap)) gemm_local_t<TY>(W, in, M, xs, cap, s, epi);
+  else if (M <= kSmallM) gemm_t<TY, kSmallM>(W, in, M, xs, cap, s, epi);
+  else gemm_t<TY, kPass>(W, in, M, xs, cap, s, epi);
+}
+
 // kHalves: the caller may take gemm_halves_t's units (the gate/up phase and
 // the tests': the only products of two chunks; instantiated for them
 // alone, as ptxas takes a long time over every instance).
@@ -1267,16 +1278,12 @@ __device__ void gemm(const DMat &W, const In &in, int M, void *smem, size_t cap,
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
   if constexpr (kQany) {
     if (W.type == RLM_TYPE_QANY) {
-      if (gemm_local_ok(W, M, cap)) gemm_local_t<RLM_TYPE_QANY>(W, in, M, xs, cap, s, epi);
-      else if (M <= kSmallM) gemm_t<RLM_TYPE_QANY, kSmallM>(W, in, M, xs, cap, s, epi);
-      else gemm_t<RLM_TYPE_QANY, kPass>(W, in, M, xs, cap, s, epi);
+      gemm_three<RLM_TYPE_QANY>(W, in, M, xs, cap, s, epi);
       return;
     }
   }
   if constexpr (kQmod) {  // device_q.cu's module: the other matrices are BF16, in the same three shapes
-    if (gemm_local_ok(W, M, cap)) gemm_local_t<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
-    else if (M <= kSmallM) gemm_t<RLM_TYPE_BF16, kSmallM>(W, in, M, xs, cap, s, epi);
-    else gemm_t<RLM_TYPE_BF16, kPass>(W, in, M, xs, cap, s, epi);
+    gemm_three<RLM_TYPE_BF16>(W, in, M, xs, cap, s, epi);
     return;
   }
   if (gemm_local_ok(W, M, cap)) {
