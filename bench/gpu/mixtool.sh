@@ -1,7 +1,7 @@
 #!/bin/bash
 # mixtool.sh: on the development machine (Debian 12, nvcc 11.8), a toolchain that builds the CUDA library with wgmma:
 # nvcc 11.8's front end (cicc: the persistent kernel's code as fast as the libraries measured since the eighth session;
-# nvcc 12.4's front end makes it 5-10% slower, bench/logs/issue15-round97-101/) and ptxas 12.4 (Debian trixie's
+# nvcc 12.4's front end makes it 4-8% slower, bench/logs/issue15-round97-102/) and ptxas 12.4 (Debian trixie's
 # nvidia-cuda-toolkit, extracted to /opt/c124, not installed), through a wrapper that assembles the PTX for sm_90a.
 # Then, from the repository root:
 #   MIX_90A=1 make cuda NVCC=/opt/mix/bin/nvcc CUDA_ARCH=-gencode=arch=compute_90,code=sm_90 CUDA_FLAGS=-DRLM_WG_FORCE
