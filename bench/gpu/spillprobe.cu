@@ -2,9 +2,9 @@
 // (phase_attn_tc_hd, a noinline function) depending on what else the kernel
 // calls. bench/gpu/spillprobe.sh builds each variant with -Xptxas -v in
 // seconds (the persistent kernel's module takes minutes); issue 15,
-// fifteenth session: alone 24 bytes for the head dimension 64, beside the
-// CUDA-core attention (phase_attn, even noinline behind a branch never
-// taken) 420-500, as in the persistent kernel.
+// fifteenth session: alone 66 bytes stored for the head dimension 64,
+// beside the CUDA-core attention (phase_attn, even noinline behind a branch
+// never taken) 642-662, as in the persistent kernel.
 #include "state.cuh"
 #include "numerics.cuh"
 #include "norm_rope.cuh"
