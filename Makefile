@@ -17,6 +17,12 @@ CUDA_FLAGS ?=
 # device.cu's five); CUDA_QUANT=0 leaves it out. The other types' kernel is
 # the same either way.
 CUDA_QUANT ?= 1
+# CUDA_TC=1 (the default): the kernel for the models whose products and
+# attention run on the tensor cores (the default paths), in a module of its
+# own without the CUDA-core phases (kernels/cuda/device_tc.cu, about as long
+# as device.cu's, compiled beside it): ptxas spills the tensor-core code
+# less there. CUDA_TC=0 leaves it out: device.cu's kernel runs every model.
+CUDA_TC ?= 1
 DEFAULT_MODEL := bin/default-tiny-llama.gguf
 PROMPT    ?= package main\n\nimport "fmt"\n\n// fib returns the n-th Fibonacci number.\nfunc fib(n int) int {
 
@@ -86,7 +92,9 @@ cuda:
 	  $(NVCC) -O3 -std=c++17 $(CUDA_ARCH) $(CUDA_FLAGS) -Xcompiler -fPIC -c -o $$d/device.o kernels/cuda/device.cu & p1=$$!; \
 	  p2=; if [ "$(CUDA_QUANT)" = 1 ]; then \
 	    $(NVCC) -O3 -std=c++17 $(CUDA_ARCH) $(CUDA_FLAGS) -Xcompiler -fPIC -c -o $$d/device_q.o kernels/cuda/device_q.cu & p2=$$!; fi; \
-	  wait $$p1; if [ -n "$$p2" ]; then wait $$p2; fi; \
+	  p3=; if [ "$(CUDA_TC)" = 1 ]; then \
+	    $(NVCC) -O3 -std=c++17 $(CUDA_ARCH) $(CUDA_FLAGS) -Xcompiler -fPIC -c -o $$d/device_tc.o kernels/cuda/device_tc.cu & p3=$$!; fi; \
+	  wait $$p1; if [ -n "$$p2" ]; then wait $$p2; fi; if [ -n "$$p3" ]; then wait $$p3; fi; \
 	  $(NVCC) $(CUDA_ARCH) -shared -o kernels/cuda/libringlm_cuda.so $$d/*.o
 
 # Benchmarks (go test -bench); figures go to bench/RESULTS.md by hand.

@@ -13,7 +13,7 @@ const LibName = "libringlm_cuda.so"
 
 // ABI is the version of ringlm_cuda.h this package speaks (RLM_CUDA_ABI;
 // lib.go checks that they agree); the library checks it in rlm_create.
-const ABI = 3
+const ABI = 4
 
 var (
 	loadOnce sync.Once

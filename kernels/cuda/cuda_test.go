@@ -891,6 +891,17 @@ func checkGreedyClose(t *testing.T, m *model.Model, reqs []engine.Request, batch
 	}
 }
 
+// greedyReqs makes a greedy request of n tokens (EOS ignored) per prompt.
+func greedyReqs(ps [][]int32, n int) []engine.Request {
+	p := sample.Defaults()
+	p.MaxTokens = n
+	reqs := make([]engine.Request, len(ps))
+	for i := range reqs {
+		reqs[i] = engine.Request{Prompt: ps[i], Params: p, IgnoreEOS: true}
+	}
+	return reqs
+}
+
 // refBlocks is the KV blocks of 16 positions the CPU reference needs to
 // run reqs all at once.
 func refBlocks(reqs []engine.Request) int {
@@ -912,14 +923,7 @@ func TestGreedyMatchesCPU(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.load(t, 11)
 			maxB := slices.Max(tc.batches)
-			ps := prompts(maxB, m.Vocab, 300, 5)
-			p := sample.Defaults()
-			p.MaxTokens = 64
-			reqs := make([]engine.Request, maxB)
-			for i := range reqs {
-				reqs[i] = engine.Request{Prompt: ps[i], Params: p, IgnoreEOS: true}
-			}
-			checkGreedyClose(t, m, reqs, tc.batches)
+			checkGreedyClose(t, m, greedyReqs(prompts(maxB, m.Vocab, 300, 5), 64), tc.batches)
 		})
 	}
 }
@@ -1063,6 +1067,80 @@ func TestOneLaunch(t *testing.T) {
 		st.Steps, info.Launches, info.Name, info.GridBlocks, info.Threads)
 	if info.Launches != 1 {
 		t.Fatalf("%d kernel launches for 1000 requests, want 1", info.Launches)
+	}
+}
+
+// TestKernelModule: which module's kernel runs a model (Info.Kernel), and
+// that the general kernel, which the default paths no longer run, still
+// matches the CPU reference. The default paths run device_tc.cu's kernel,
+// a block-quantized model device_q.cu's, RINGLM_CUDA_ATTN=cores and
+// RINGLM_CUDA_GEMV=1 device.cu's own (every path); a block-quantized model
+// with the CUDA-core attention is refused in one line.
+func TestKernelModule(t *testing.T) {
+	needGPU(t)
+	l, err := lib()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, noTC := l.optional("rlm_tcmod_kernel")
+	_, noQ := l.optional("rlm_qmod_kernel")
+	tc := "tensor-core"
+	if noTC != nil {
+		tc = "general" // a library built with CUDA_TC=0
+	}
+	ll, _ := synth.Lookup("tiny", "llama")
+	qw, _ := synth.Lookup("tiny", "qwen2")
+	for _, c := range []struct {
+		name     string
+		g        greedyCase
+		env, val string
+		want     string // the module, or the error's words
+		check    bool   // greedy continuations against the CPU reference
+	}{
+		{"bf16", greedyCase{shape: ll, typ: gguf.TypeBF16}, "", "", tc, false},
+		{"q8_0", greedyCase{shape: qw, typ: gguf.TypeQ8_0}, "", "", tc, false},
+		{"tcmod-off", greedyCase{shape: ll, typ: gguf.TypeBF16}, "RINGLM_CUDA_TCMOD", "0", "general", false},
+		{"attn-cores", greedyCase{shape: ll, typ: gguf.TypeBF16}, "RINGLM_CUDA_ATTN", "cores", "general", true},
+		{"gemv", greedyCase{shape: qw, typ: gguf.TypeF16}, "RINGLM_CUDA_GEMV", "1", "general", true},
+		{"q4_k_m", greedyCase{shape: ll, mix: "Q4_K_M"}, "", "", "block-quantized", false},
+		{"q4_k_m-attn-cores", greedyCase{shape: ll, mix: "Q4_K_M"}, "RINGLM_CUDA_ATTN", "cores", "tensor-core attention only", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.g.mix != "" && noQ != nil {
+				t.Skip("the library has no block-quantized module (CUDA_QUANT=0)")
+			}
+			if c.env != "" {
+				t.Setenv(c.env, c.val)
+			}
+			m := c.g.load(t, 5)
+			dev, err := Open(m, Options{Slots: 8, KVMaxBytes: 64 << 20})
+			if strings.Contains(c.want, " ") { // an error is wanted
+				if err == nil {
+					dev.Close()
+					t.Fatalf("opened; want an error saying %q", c.want)
+				}
+				if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("error %q; want one line saying %q", err, c.want)
+				}
+				t.Logf("refused: %v", err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := dev.Info()
+			dev.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Kernel != c.want {
+				t.Fatalf("kernel %q, want %q", info.Kernel, c.want)
+			}
+			if !c.check {
+				return
+			}
+			checkGreedyClose(t, m, greedyReqs(prompts(7, m.Vocab, 200, 3), 32), []int{1, 7})
+		})
 	}
 }
 

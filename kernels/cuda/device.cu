@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
       const size_t rcap = smem_cap + kRingBytes;  // the products' shared memory: the ring after the rest
       // Each product's first weights are requested before the barrier (and
       // the phase) before it: gemm_prime.
-      if (kQmod || d.mma) gemm_prime(d.layers[0].qkv, T, shq, rcap);
+      if (kTcOnly || d.mma) gemm_prime(d.layers[0].qkv, T, shq, rcap);
       phase_embed(d, T);
       prof_sync(d, grid, 1);
       const MPhase mp{shq, rcap, GemmScratch{d.gpart, d.gcnt, d.profile ? &d.gprof[0][0] : nullptr}};
@@ -100,34 +100,34 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
       // rows in BF16, and attention and gate/up write their outputs in BF16
       // (d.ab, d.hb): each product's blocks copy their inputs as they stage
       // them.
-      __nv_bfloat16 *const xb = kQmod || d.mma ? d.xb : nullptr;
+      __nv_bfloat16 *const xb = kTcOnly || d.mma ? d.xb : nullptr;
       for (int l = 0; l < d.n_layer; l++) {
         const DLayer &L = d.layers[l];
         const float *inv = norm_factors(d, d.x, T, nullptr, sinv, shd, L.attn_norm, xb);
         const In xn = T > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, L.attn_norm, inv);
-        if (kQmod || d.mma) {
+        if (kTcOnly || d.mma) {
           mphase_qkv(d, L, l, xn, mp);
           gemm_prime(L.o, T, shq, rcap);
         } else phase_qkv(d, L, l, stage(xn, T, d.dim, shq, smem_cap));
         prof_sync(d, grid, 2);
-        if (d.attn_tc) phase_attn_tc(d, l, shq);
+        if (kTcOnly || d.attn_tc) phase_attn_tc(d, l, shq);
         else phase_attn(d, l, shq);
         prof_sync(d, grid, 3);
-        const In att = T > kSmallM && (kQmod || d.mma) ? in_bf16(d.ab, d.n_head * d.hd) : in_f32(d.att, d.n_head * d.hd);
-        if (kQmod || d.mma) {
+        const In att = T > kSmallM && (kTcOnly || d.mma) ? in_bf16(d.ab, d.n_head * d.hd) : in_f32(d.att, d.n_head * d.hd);
+        if (kTcOnly || d.mma) {
           mphase_residual(d, L.o, att, mp);
           gemm_prime<true>(L.gu, T, shq, rcap);
         } else phase_residual(d, L.o, stage(att, T, d.n_head * d.hd, shq, smem_cap), spart);
         prof_sync(d, grid, 4);
         inv = norm_factors(d, d.x, T, nullptr, sinv, shd, L.ffn_norm, xb);
         const In fn = T > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, L.ffn_norm, inv);
-        if (kQmod || d.mma) {
+        if (kTcOnly || d.mma) {
           mphase_ffn_up(d, L, fn, mp);
           gemm_prime(L.down, T, shq, rcap);
         } else phase_ffn_up(d, L, stage(fn, T, d.dim, shq, smem_cap));
         prof_sync(d, grid, 5);
-        const In h = T > kSmallM && (kQmod || d.mma) ? in_bf16(d.hb, d.ffn) : in_f32(d.h, d.ffn);
-        if (kQmod || d.mma) {
+        const In h = T > kSmallM && (kTcOnly || d.mma) ? in_bf16(d.hb, d.ffn) : in_f32(d.h, d.ffn);
+        if (kTcOnly || d.mma) {
           mphase_residual(d, L.down, h, mp);
           if (l + 1 < d.n_layer) gemm_prime(d.layers[l + 1].qkv, T, shq, rcap);
           else if (R > 0) gemm_prime(d.output, R, shq, rcap);
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
       if (R > 0) {
         const float *inv = norm_factors(d, d.x, R, d.r_tok, sinv, shd, d.out_norm, xb);
         const In xo = R > kFuseNorm && xb ? in_bf16(xb, d.dim) : in_f32(d.x, d.dim, d.out_norm, inv, d.r_tok);
-        if (kQmod || d.mma) mphase_head(d, xo, mp, sbest, sfin);
+        if (kTcOnly || d.mma) mphase_head(d, xo, mp, sbest, sfin);
         else phase_head(d, stage(xo, R, d.dim, shq, smem_cap), sbest, sfin);
         prof_sync(d, grid, 7);
         phase_sample(d, R, ssh, top_tok, top_lp);
@@ -156,7 +156,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
 // code (host.cuh), and the product test over block-quantized parts.
 extern "C" const void *rlm_qmod_kernel(void) { return (const void *)persistent; }
 extern "C" int rlm_qmod_gbar(void **p) { return cudaGetSymbolAddress(p, g_bar) == cudaSuccess ? 0 : -1; }
+#elif defined(RLM_TCMOD)
+// device_tc.cu's module: its kernel and barrier, likewise.
+extern "C" const void *rlm_tcmod_kernel(void) { return (const void *)persistent; }
+extern "C" int rlm_tcmod_gbar(void **p) { return cudaGetSymbolAddress(p, g_bar) == cudaSuccess ? 0 : -1; }
 #else
 #include "sample_check.cuh"
 #endif
+#ifndef RLM_TCMOD
 #include "gemm_check.cuh"
+#endif

@@ -30,6 +30,11 @@ type Info struct {
 	FreeBytes   uint64 // free VRAM after everything
 	TotalBytes  uint64
 	Launches    uint64 // kernel launches since Open
+	// Kernel is the module whose persistent kernel runs the model:
+	// "tensor-core" (the default paths), "block-quantized" (a model with
+	// Q4_K ... weights) or "general" (every path: RINGLM_CUDA_GEMV=1,
+	// RINGLM_CUDA_ATTN=cores, shapes the tensor-core code does not take).
+	Kernel string
 }
 
 // Device is the CUDA device. It implements engine.Device.

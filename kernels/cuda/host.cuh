@@ -26,13 +26,18 @@ void seterr(char *err, size_t n, const char *fmt, ...) {
 
 }  // namespace
 
-#ifndef RLM_QMOD
+#ifdef RLM_MAINMOD
 // The block-quantized module (device_q.cu; make cuda CUDA_QUANT=0 leaves
 // it out): the same kernel with the QANY product, compiled as a module of
 // its own so that this one stays free of it. Its kernel and grid-barrier
 // state, when the library has it (weak: null otherwise).
 extern "C" const void *rlm_qmod_kernel(void) __attribute__((weak));
 extern "C" int rlm_qmod_gbar(void **p) __attribute__((weak));
+// The tensor-core module (device_tc.cu; make cuda CUDA_TC=0 leaves it
+// out): the kernel without the CUDA-core phases, for every other model
+// whose products and attention run on the tensor cores.
+extern "C" const void *rlm_tcmod_kernel(void) __attribute__((weak));
+extern "C" int rlm_tcmod_gbar(void **p) __attribute__((weak));
 
 struct rlm_ctx {
   int device = 0;
@@ -46,11 +51,15 @@ struct rlm_ctx {
   int wait_rc = 0;
   char wait_err[512] = {0};
   size_t shmem = 0;
-  bool qmod = false;  // some matrix is block-quantized: the kernel is device_q.cu's
+  bool qmod = false;   // some matrix is block-quantized: the kernel is device_q.cu's
+  bool tcmod = false;  // otherwise, the tensor-core phases and attention: device_tc.cu's
   // The kernel this context launches and its grid barrier's state.
-  const void *kernel() const { return qmod ? rlm_qmod_kernel() : (const void *)persistent; }
+  const void *kernel() const {
+    return qmod ? rlm_qmod_kernel() : tcmod ? rlm_tcmod_kernel() : (const void *)persistent;
+  }
   cudaError_t gbar(void **p) const {
     if (qmod) return rlm_qmod_gbar(p) == 0 ? cudaSuccess : cudaErrorInvalidSymbol;
+    if (tcmod) return rlm_tcmod_gbar(p) == 0 ? cudaSuccess : cudaErrorInvalidSymbol;
     return cudaGetSymbolAddress(p, g_bar);
   }
 };
@@ -223,7 +232,7 @@ static int choose_nk(int rows, int cols, int grid) {
   return best;
 }
 
-#ifndef RLM_QMOD
+#ifdef RLM_MAINMOD
 extern "C" {
 
 int rlm_probe(char *err, size_t errlen) {
@@ -574,8 +583,20 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
                "widths that are not multiples of 32) read F32, F16, BF16 and Q8_0", what, type_name(first->type));
         return bail();
       }
+      if (!d.attn_tc) {
+        seterr(err, errlen, "%s: %s weights run with the tensor-core attention only (head dimension %d; it takes multiples of 16 "
+               "up to 128, and RINGLM_CUDA_ATTN=cores is for F32, F16, BF16 and Q8_0 models)", what, type_name(first->type), d.hd);
+        return bail();
+      }
       c->qmod = true;
     }
+  }
+  // The other models whose products and attention both run on the tensor
+  // cores run device_tc.cu's kernel, when the library has it;
+  // RINGLM_CUDA_TCMOD=0 keeps device.cu's, for comparisons.
+  if (!c->qmod && d.mma && d.attn_tc && rlm_tcmod_kernel) {
+    const char *pt = getenv("RINGLM_CUDA_TCMOD");
+    c->tcmod = !(pt && strcmp(pt, "0") == 0);
   }
   if (!stack(&d.embed, &m->embed, 1, "token_embd", nullptr, false)) return bail();
   if (m->output.data && m->output.data != m->embed.data) {
@@ -638,6 +659,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
   if (o->grid_blocks > 0 && (int)o->grid_blocks < grid) grid = o->grid_blocks;
   c->info.grid_blocks = grid;
   c->info.threads = kThreads;
+  snprintf(c->info.kernel, sizeof c->info.kernel, "%s", c->qmod ? "block-quantized" : c->tcmod ? "tensor-core" : "general");
 
   // Each matrix's chunks for the tensor-core products, from its shape
   // and the grid only.
@@ -895,4 +917,4 @@ int rlm_copy_bandwidth(rlm_ctx *c, uint64_t bytes, double *gbps, char *err, size
 }
 
 }  // extern "C"
-#endif  // RLM_QMOD
+#endif  // RLM_MAINMOD

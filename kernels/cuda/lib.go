@@ -232,6 +232,7 @@ func (l *library) info(ctx unsafe.Pointer) (Info, error) {
 		FreeBytes:   uint64(in.free_bytes),
 		TotalBytes:  uint64(in.total_bytes),
 		Launches:    uint64(in.launches),
+		Kernel:      C.GoString(&in.kernel[0]),
 	}, nil
 }
 

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define RLM_CUDA_ABI 3
+#define RLM_CUDA_ABI 4
 
 /* ggml type ids. The device reads F32, F16, BF16 and Q8_0 weights (Q8_0
  * blocks become int8 quants plus float scales in VRAM), and the block types
@@ -122,6 +122,8 @@ typedef struct rlm_info {
   uint64_t free_bytes;       /* free VRAM after everything */
   uint64_t total_bytes;      /* the GPU's memory */
   uint64_t launches;         /* kernel launches since rlm_create */
+  char kernel[32];           /* the module whose kernel runs: "tensor-core" (device_tc.cu),
+                                "block-quantized" (device_q.cu) or "general" (device.cu) */
 } rlm_info;
 
 typedef struct rlm_ctx rlm_ctx;

@@ -55,6 +55,26 @@ constexpr bool kQmod = true;
 #else
 constexpr bool kQmod = false;
 #endif
+// device_tc.cu's module (RLM_TCMOD) runs the other models when the
+// tensor-core phases and the tensor-core attention both run (the default):
+// the same kernel with none of the CUDA-core phases in its module. ptxas
+// allocates registers over a module's call graph, and beside them it
+// spilled the tensor-core code several times more: the attention's fold
+// state and the products' accumulators inside their loops (issue 15,
+// bench/RESULTS.md). device.cu's own kernel, with every path, runs the rest
+// (RINGLM_CUDA_GEMV=1, RINGLM_CUDA_ATTN=cores, widths or head dimensions
+// the tensor-core code does not take).
+#ifdef RLM_TCMOD
+constexpr bool kTcmod = true;
+#else
+constexpr bool kTcmod = false;
+#endif
+// The module's kernel runs the tensor-core phases and attention only.
+constexpr bool kTcOnly = kQmod || kTcmod;
+// device.cu's own module: the host API (host.cuh) and the test kernels.
+#if !defined(RLM_QMOD) && !defined(RLM_TCMOD)
+#define RLM_MAINMOD 1
+#endif
 
 struct DMat {
   const void *w;  // Q8_0: the int8 quants, row-major; RLM_TYPE_QANY: the code blocks (qpack.h)

@@ -8,7 +8,6 @@ import (
 
 	"ringlm/engine"
 	"ringlm/gguf"
-	"ringlm/sample"
 	"ringlm/synth"
 )
 
@@ -65,12 +64,5 @@ func TestSlidingWindowMatchesCPU(t *testing.T) {
 			}
 		}
 	}()
-	ps := prompts(7, m.Vocab, 300, 21)
-	p := sample.Defaults()
-	p.MaxTokens = 64
-	reqs := make([]engine.Request, len(ps))
-	for i := range reqs {
-		reqs[i] = engine.Request{Prompt: ps[i], Params: p, IgnoreEOS: true}
-	}
-	checkGreedyClose(t, m, reqs, []int{1, 7})
+	checkGreedyClose(t, m, greedyReqs(prompts(7, m.Vocab, 300, 21), 64), []int{1, 7})
 }

@@ -78,6 +78,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t n) 
   c->info.sm_count = 1;
   c->info.grid_blocks = o->grid_blocks ? (int32_t)o->grid_blocks : 1;
   c->info.threads = 1;
+  snprintf(c->info.kernel, sizeof c->info.kernel, "fake");
   c->info.num_blocks = o->num_blocks ? o->num_blocks : 64;
   uint64_t w = mat_bytes(&m->embed) + (m->output.data != m->embed.data ? mat_bytes(&m->output) : 0);
   for (uint32_t l = 0; l < m->n_layer; l++) {
