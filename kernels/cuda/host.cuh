@@ -523,7 +523,7 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     const bool gemv = pe && *pe && strcmp(pe, "0") != 0;
     d.mma = !gemv && m->dim % 32 == 0 && m->ffn % 32 == 0 && qd % 32 == 0 && m->rope_dim % 2 == 0;
     // Attention on the tensor cores (attn_tc.cuh) unless RINGLM_CUDA_ATTN=cores
-    // or the head dimension is not a multiple of 16 up to 128.
+    // or the head dimension is not one it takes (32, 64, 96, 128: attn_tc_ok).
     const char *pa = getenv("RINGLM_CUDA_ATTN");
     d.attn_tc = attn_tc_ok(d.hd) && !(pa && strcmp(pa, "cores") == 0);
     const int group = d.n_head / d.n_kv;
@@ -584,8 +584,12 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
         return bail();
       }
       if (!d.attn_tc) {
-        seterr(err, errlen, "%s: %s weights run with the tensor-core attention only (head dimension %d; it takes multiples of 16 "
-               "up to 128, and RINGLM_CUDA_ATTN=cores is for F32, F16, BF16 and Q8_0 models)", what, type_name(first->type), d.hd);
+        if (attn_tc_ok(d.hd))
+          seterr(err, errlen, "%s: %s weights run with the tensor-core attention only; RINGLM_CUDA_ATTN=cores is for F32, F16, "
+                 "BF16 and Q8_0 models", what, type_name(first->type));
+        else
+          seterr(err, errlen, "%s: %s weights run with the tensor-core attention only, which takes head dimensions 32, 64, 96 "
+                 "and 128, not %d", what, type_name(first->type), d.hd);
         return bail();
       }
       c->qmod = true;

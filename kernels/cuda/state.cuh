@@ -58,10 +58,11 @@ constexpr bool kQmod = false;
 // device_tc.cu's module (RLM_TCMOD) runs the other models when the
 // tensor-core phases and the tensor-core attention both run (the default):
 // the same kernel with none of the CUDA-core phases in its module. ptxas
-// allocates registers over a module's call graph, and beside them it
-// spilled the tensor-core code several times more: the attention's fold
-// state and the products' accumulators inside their loops (issue 15,
-// bench/RESULTS.md). device.cu's own kernel, with every path, runs the rest
+// ties the register assignment of a module's functions together, and
+// beside those phases the tensor-core attention and products spilled more
+// inside their loops (gemm_whole_t in the QKV phase: 1,088 bytes of loads
+// against 572; issue 15, bench/RESULTS.md). device.cu's own kernel, with
+// every path, runs the rest
 // (RINGLM_CUDA_GEMV=1, RINGLM_CUDA_ATTN=cores, widths or head dimensions
 // the tensor-core code does not take).
 #ifdef RLM_TCMOD
