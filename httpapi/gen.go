@@ -175,7 +175,12 @@ func (j *job) run(sk sink) error {
 		j.flushing.Store(int64(time.Since(epoch)))
 		for _, t := range toks {
 			text, stopped := j.feed(c, t)
-			if text != "" || j.kind == kindExecute || (j.lp && !isHidden(j.m.Tokenizer, t.ID)) {
+			// A streamed completion has a chunk for every token, its text
+			// empty for a hidden token or bytes held back, as vLLM streams:
+			// clients time each token, and a run of hidden tokens (EOS under
+			// ignore_eos) is not a silence until the end.
+			if text != "" || j.kind == kindExecute || (j.stream && j.kind == kindCompletion) ||
+				(j.lp && !isHidden(j.m.Tokenizer, t.ID)) {
 				if err := sk.token(c, text, t); err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -102,6 +103,51 @@ func TestCompletionStreaming(t *testing.T) {
 	}
 	if finishes != 1 || usage == nil || num(usage["completion_tokens"]) != 12 {
 		t.Errorf("finishes %d, usage %v", finishes, usage)
+	}
+}
+
+// A streamed completion has a chunk for every token, also for a token
+// that makes no text: under ignore_eos with the EOS forced by logit_bias,
+// six EOS tokens are six chunks of empty text before the finish, as vLLM
+// streams them (a client times tokens by chunks).
+func TestCompletionStreamingHiddenTokens(t *testing.T) {
+	ts := startServer(t, nil)
+	eos := ts.m.Tokenizer.Vocab().EOS
+	if eos < 0 {
+		t.Fatal("the test model has no EOS")
+	}
+	req := map[string]any{"prompt": "In the beginning", "max_tokens": 6, "temperature": 0, "ignore_eos": true,
+		"logit_bias": map[string]any{fmt.Sprint(eos): 100}, "stream": true}
+	evs := readSSE(t, ts.post("/v1/completions", req).body)
+	if len(evs) == 0 || evs[len(evs)-1].data != "[DONE]" {
+		t.Fatalf("events %v", evs)
+	}
+	tokens, finishes := 0, 0
+	for _, ev := range evs[:len(evs)-1] {
+		ch, _ := mustJSON(t, ev.data)["choices"].([]any)
+		if len(ch) == 0 {
+			continue
+		}
+		if text := str(path(ch, 0, "text")); text != "" {
+			t.Errorf("a hidden token made text %q", text)
+		}
+		if path(ch, 0, "finish_reason") != nil {
+			finishes++
+			continue
+		}
+		if finishes > 0 {
+			t.Errorf("a token chunk after the finish: %s", ev.data)
+		}
+		tokens++
+	}
+	if tokens != 6 || finishes != 1 {
+		t.Errorf("%d token chunks and %d finishes, want 6 and 1", tokens, finishes)
+	}
+	// Not streamed: the same six tokens, no text.
+	delete(req, "stream")
+	r := ts.post("/v1/completions", req).json(t)
+	if text := str(path(r, "choices", 0, "text")); text != "" || num(path(r, "usage", "completion_tokens")) != 6 {
+		t.Errorf("not streamed: %v", r)
 	}
 }
 
