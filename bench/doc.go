@@ -19,7 +19,9 @@
 // or --tokenizer FILE.gguf / tokenizer.json; an estimate, with a note,
 // when there is neither): words until the text is long enough, cut at a
 // token boundary and re-encoded (RandomPrompts). Each request's send
-// time, each chunk that carries text (role-only chunks do not start TTFT),
+// time, each chunk that carries a token (text, or a completions chunk of
+// empty text before the finish, as vLLM's client counts it; role-only chat
+// chunks do not start TTFT),
 // its end, usage token counts and any error are recorded against an
 // injectable clock; SummarizeServe is a pure function from those records
 // to vLLM's metrics (TTFT, TPOT = (E2EL − TTFT)/(out − 1), pooled ITL,

@@ -47,7 +47,7 @@ type ServeRunOptions struct {
 	// enough for the concurrency.
 	Client *http.Client
 	// Now is the clock of the measurements (nil: time.Now). It is called
-	// once as a request is sent, once per streamed chunk that carries text
+	// once as a request is sent, once per streamed chunk that carries a token
 	// and once when the stream ends, and nowhere else: pacing uses the
 	// real clock.
 	Now func() time.Time
@@ -256,7 +256,7 @@ func (o *ServeRunOptions) send(ctx context.Context, rq *ServeRequest, raw *serve
 		raw.end = o.Now()
 	}
 	if err == nil && len(raw.chunks) == 0 {
-		err = errors.New("no streamed chunk carried text, so there is no first token to time")
+		err = errors.New("no streamed chunk carried a token, so there is no first token to time")
 	}
 	if err != nil {
 		switch {
@@ -294,10 +294,15 @@ type serveChunk struct {
 	Message string          `json:"message"`
 }
 
-// hasText reports whether the chunk carries generated text.
-func (c *serveChunk) hasText() bool {
+// hasToken reports whether the chunk stands for generated tokens: it
+// carries text, or it is a completions chunk with empty text and no
+// finish_reason, which vLLM and ringlm stream for a token that makes no
+// text (a special token under ignore_eos, bytes held back), as vLLM's
+// completions client counts it. A chat chunk needs content: the first
+// chunk of a chat stream has the role only.
+func (c *serveChunk) hasToken() bool {
 	for _, ch := range c.Choices {
-		if ch.Text != nil && *ch.Text != "" {
+		if ch.Text != nil && (*ch.Text != "" || ch.FinishReason == nil || *ch.FinishReason == "") {
 			return true
 		}
 		if d := ch.Delta; d != nil {
@@ -455,7 +460,7 @@ func (o *ServeRunOptions) event(data []byte, raw *serveRaw, finished *bool) (don
 	if msg := c.errorText(); msg != "" {
 		return false, errors.New(msg)
 	}
-	if c.hasText() {
+	if c.hasToken() {
 		raw.chunks = append(raw.chunks, o.Now())
 	}
 	if c.finished() {

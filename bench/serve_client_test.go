@@ -177,11 +177,19 @@ func TestRunScriptedServer(t *testing.T) {
 		"G": {steps: []svStep{{5 * svMS, svCompletion("z"), true}, {0, `{"choices":[{"index":0,"text":"","finish_reason":"stop"}]}`, false}}, end: 6 * svMS},
 		// Ends cleanly with neither: failed.
 		"H": {steps: []svStep{{5 * svMS, svCompletion("z"), true}}, end: 7 * svMS},
+		// Tokens without text (EOS under ignore_eos): completions chunks of
+		// empty text before the finish are tokens, as vLLM's client counts
+		// them; the finish chunk is not.
+		"I": {steps: []svStep{
+			{10 * svMS, svCompletion(""), true}, {20 * svMS, svCompletion(""), true},
+			{0, `{"choices":[{"index":0,"text":"","finish_reason":"length"}],"usage":null}`, false},
+			{0, svUsage(4, 2), false},
+		}, end: 21 * svMS, done: true},
 	}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	var reqs []ServeRequest
-	for _, p := range []string{"A", "B", "C", "D", "E", "F", "G", "H"} {
+	for _, p := range []string{"A", "B", "C", "D", "E", "F", "G", "H", "I"} {
 		reqs = append(reqs, ServeRequest{Prompt: p, MaxTokens: 3, InputLen: 4})
 	}
 	var ok, bad atomic.Int32
@@ -197,7 +205,7 @@ func TestRunScriptedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := res.Records
-	if len(recs) != 8 || res.Interrupted {
+	if len(recs) != 9 || res.Interrupted {
 		t.Fatalf("%d records, interrupted %v", len(recs), res.Interrupted)
 	}
 	rec := func(i int) *ServeRecord { return &recs[i] }
@@ -236,19 +244,23 @@ func TestRunScriptedServer(t *testing.T) {
 	if h := rec(7); h.OK() || !strings.Contains(h.Err, "[DONE]") {
 		t.Errorf("H: %+v", *h)
 	}
-	if ok.Load() != 4 || bad.Load() != 4 {
+	if i := rec(8); !i.OK() || i.TTFT() != 10*svMS || durs(i.ITLs()) != durs([]time.Duration{10 * svMS}) || i.Latency() != 21*svMS ||
+		i.OutputTokens != 2 {
+		t.Errorf("I: %+v", *i)
+	}
+	if ok.Load() != 5 || bad.Load() != 4 {
 		t.Errorf("Done callback: %d ok, %d failed", ok.Load(), bad.Load())
 	}
 
 	s := SummarizeServe(recs, []float64{50})
-	// Completed: A, B, E, G (3+5+3+1 tokens; 12+7+4+4 prompt tokens).
-	if s.Completed != 4 || s.Failed != 4 || s.TotalOutput != 12 || s.TotalInput != 27 {
+	// Completed: A, B, E, G, I (3+5+3+1+2 tokens; 12+7+4+4+4 prompt tokens).
+	if s.Completed != 5 || s.Failed != 4 || s.TotalOutput != 14 || s.TotalInput != 31 {
 		t.Errorf("summary: %d completed, %d failed, %d out, %d in", s.Completed, s.Failed, s.TotalOutput, s.TotalInput)
 	}
-	// TTFTs 100, 40, 10, 5: mean 38.75.
-	svNear(t, "mean TTFT", s.TTFT.Mean, 38.75)
-	// ITLs 30, 40, 50, 15, 20: median 30.
-	svNear(t, "median ITL", s.ITL.Median, 30)
+	// TTFTs 100, 40, 10, 5, 10: mean 33.
+	svNear(t, "mean TTFT", s.TTFT.Mean, 33)
+	// ITLs 30, 40, 50, 15, 20, 10: median 25.
+	svNear(t, "median ITL", s.ITL.Median, 25)
 
 	// What was sent: a streaming completions request with usage, the
 	// model, max_tokens and ignore_eos.
