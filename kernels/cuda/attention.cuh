@@ -84,6 +84,14 @@ __device__ void phase_qkv(Dev &d, const DLayer &L, int layer, const In &in) {
 // way, so a token's attention does not depend on how many others there are.
 constexpr int kAttnWarpFloats = 128 + 32 * 128 / 2;  // query + a 32 × 128 float16 value tile
 constexpr int kAttnFoldFloats = kWarps * (2 + 128);  // the block's partials
+// The shared memory before the products' ring, in floats: attention's
+// regions and partials, which the products' staging reuses (as sized for
+// RLM_SMEM_WARPS warps, kWarps unless set).
+#ifndef RLM_SMEM_WARPS
+#define RLM_SMEM_WARPS kWarps
+#endif
+constexpr int kSmemFloats = RLM_SMEM_WARPS * kAttnWarpFloats + RLM_SMEM_WARPS * (2 + 128);
+static_assert(kSmemFloats >= kWarps * kAttnWarpFloats + kAttnFoldFloats, "RLM_SMEM_WARPS");
 
 __device__ __forceinline__ void attn_fold(float &m, float &l, float (&acc)[4], float mc, float lc, const float (&ac)[4]) {
   if (mc == -INFINITY) return;

@@ -41,7 +41,7 @@ namespace {
 
 constexpr int kAttnChunk = 16;           // positions a chunk
 constexpr int kAttnRegionBytes = 9216;   // a warp's shared memory: K and V of one or two chunks
-static_assert(kWarps * kAttnRegionBytes <= sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats),
+static_assert(kWarps * kAttnRegionBytes <= sizeof(float) * kSmemFloats,
               "the attention's shared memory");
 
 // Whether the tensor-core attention takes a head dimension of hd (those

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent(Dev *dp) {
   extern __shared__ __align__(16) float shq[];  // kWarps × kAttnWarpFloats, then the products' weight ring
   __shared__ float sinv[kFuseNorm];
   __shared__ float spart[kWarps * kTokChunk];
-  const size_t smem_cap = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats);
+  const size_t smem_cap = sizeof(float) * kSmemFloats;
   __shared__ unsigned long long sbest[kBestRows];
   __shared__ int sfin[kBestRows];
   for (;;) {

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_check(DMat W, const float *X
 static int gemm_check_run(DMat dm, uint32_t M, const float *X, float *Y, uint32_t iters, int grid, double *ms, char *err,
                           size_t errlen) {
   const uint32_t N = (uint32_t)dm.rows, K = (uint32_t)dm.cols;
-  const size_t cap = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats) + kRingBytes;  // the persistent kernel's
+  const size_t cap = sizeof(float) * kSmemFloats + kRingBytes;  // the persistent kernel's
   dm.nk = choose_nk((int)N, (int)K, grid);
   const int nk = dm.nk;
   const size_t tiles = (N + kGemmRows - 1) / kGemmRows, passes = (M + kPass - 1) / kPass;

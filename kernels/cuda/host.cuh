@@ -650,8 +650,8 @@ rlm_ctx *rlm_create(const rlm_model *m, const rlm_opts *o, char *err, size_t err
     }
     if (!stack(&L.down, &S.down, 1, "ffn_down", nullptr, d.mma)) return bail();
   }
-  // Grid size: one block per SM (the kernel is written for 512 threads).
-  c->shmem = sizeof(float) * (kWarps * kAttnWarpFloats + kAttnFoldFloats) + kRingBytes;
+  // Grid size: one block per SM (the kernel is written for 512 threads, RLM_THREADS).
+  c->shmem = sizeof(float) * kSmemFloats + kRingBytes;
   CK(cudaFuncSetAttribute(c->kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->shmem));
   int per_sm = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c->kernel(), kThreads, c->shmem));

@@ -25,7 +25,13 @@ namespace cg = cooperative_groups;
 
 namespace {
 
-constexpr int kThreads = 512;
+// RLM_THREADS: 256 was measured (bench/RESULTS.md, round 111: 255
+// registers a thread and almost no spills, but slower at every batch but
+// 64): the kernel is written for 512.
+#ifndef RLM_THREADS
+#define RLM_THREADS 512
+#endif
+constexpr int kThreads = RLM_THREADS;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxStop = RLM_MAX_STOP;  // stop ids a slot may hold (ringbuf.MaxStop)
 constexpr int kMaxBias = RLM_MAX_BIAS;  // logit-bias pairs a slot may hold (ringbuf.MaxBias)
