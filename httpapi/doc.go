@@ -38,10 +38,10 @@
 // writing (queued, prefilling, non-streaming), so a disconnect cancels the
 // engine request and frees its KV blocks either way. The watchdog also
 // drops a streaming client that accepts nothing for --stall-timeout.
-// A streamed completion has an event for every token, with empty text for
-// a token that makes none (EOS under ignore_eos, bytes held back), as
-// vLLM streams; a chat stream has events for tokens with content (and
-// for tokens with logprobs, when asked).
+// A streamed completion has an event for every token that makes text and
+// for every hidden token (EOS under ignore_eos), with empty text, as vLLM
+// streams special tokens; a chat stream has events for tokens with content
+// (and for tokens with logprobs, when asked).
 //
 // Settings (flags and RINGLM_* environment variables) are all listed in
 // Config.Settings with their defaults.

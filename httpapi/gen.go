@@ -175,12 +175,14 @@ func (j *job) run(sk sink) error {
 		j.flushing.Store(int64(time.Since(epoch)))
 		for _, t := range toks {
 			text, stopped := j.feed(c, t)
-			// A streamed completion has a chunk for every token, its text
-			// empty for a hidden token or bytes held back, as vLLM streams:
-			// clients time each token, and a run of hidden tokens (EOS under
-			// ignore_eos) is not a silence until the end.
-			if text != "" || j.kind == kindExecute || (j.stream && j.kind == kindCompletion) ||
-				(j.lp && !isHidden(j.m.Tokenizer, t.ID)) {
+			// A streamed completion has a chunk for a hidden token too (EOS
+			// under ignore_eos), its text empty, as vLLM streams: clients
+			// time tokens by chunks, and a run of hidden tokens is not a
+			// silence until the end. A token whose bytes are held back gets
+			// none: they come with a later chunk (or the tail), which
+			// would otherwise count twice.
+			hidden := isHidden(j.m.Tokenizer, t.ID)
+			if text != "" || j.kind == kindExecute || (hidden && j.stream && j.kind == kindCompletion) || (j.lp && !hidden) {
 				if err := sk.token(c, text, t); err != nil {
 					return err
 				}

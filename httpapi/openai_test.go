@@ -106,8 +106,8 @@ func TestCompletionStreaming(t *testing.T) {
 	}
 }
 
-// A streamed completion has a chunk for every token, also for a token
-// that makes no text: under ignore_eos with the EOS forced by logit_bias,
+// A streamed completion has a chunk for a hidden token too: under
+// ignore_eos with the EOS forced by logit_bias,
 // six EOS tokens are six chunks of empty text before the finish, as vLLM
 // streams them (a client times tokens by chunks).
 func TestCompletionStreamingHiddenTokens(t *testing.T) {
