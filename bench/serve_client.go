@@ -298,8 +298,8 @@ type serveChunk struct {
 // carries text, or it is a completions chunk with empty text and no
 // finish_reason, which vLLM and ringlm stream for a token that makes no
 // text (a special token under ignore_eos), as vLLM's completions client
-// counts it. A chat chunk needs content: the first
-// chunk of a chat stream has the role only.
+// counts it. A chat chunk needs content: the first chunk of a chat stream
+// has the role only.
 func (c *serveChunk) hasToken() bool {
 	for _, ch := range c.Choices {
 		if ch.Text != nil && (*ch.Text != "" || ch.FinishReason == nil || *ch.FinishReason == "") {
