@@ -41,7 +41,7 @@
 // A streamed completion has an event for every token that makes text and
 // for every hidden token (EOS under ignore_eos), with empty text, as vLLM
 // streams special tokens; a chat stream has events for tokens with content
-// (and for tokens with logprobs, when asked).
+// (and for every token when logprobs are asked).
 //
 // Settings (flags and RINGLM_* environment variables) are all listed in
 // Config.Settings with their defaults.
@@ -72,6 +72,10 @@
 // same text share one key, the more likely one's), null for logprobs 0.
 // /execute's token events carry "top_logprobs": [{id, text, logprob}, …]
 // when asked. Streaming and non-streaming answers carry the same values.
+// Every generated token is listed, hidden ones too (EOS, EOT, control
+// tokens, with their vocabulary text, "</s>"), as vLLM lists every sampled
+// token: as many entries as usage.completion_tokens. They add no text, so
+// text_offset does not move past them.
 //
 // Files: config.go is the one settings table (flag, RINGLM_* variable,
 // default, doc) that `ringlm serve` reads; request.go parses and validates

@@ -180,9 +180,11 @@ func (j *job) run(sk sink) error {
 			// time tokens by chunks, and a run of hidden tokens is not a
 			// silence until the end. A token whose bytes are held back gets
 			// none: they come with a later chunk (or the tail), which
-			// would otherwise count twice.
+			// would otherwise count twice. With logprobs every token is
+			// listed, hidden ones too (as vLLM lists every sampled token:
+			// as many entries as completion_tokens).
 			hidden := isHidden(j.m.Tokenizer, t.ID)
-			if text != "" || j.kind == kindExecute || (hidden && j.stream && j.kind == kindCompletion) || (j.lp && !hidden) {
+			if text != "" || j.kind == kindExecute || (hidden && j.stream && j.kind == kindCompletion) || j.lp {
 				if err := sk.token(c, text, t); err != nil {
 					return err
 				}

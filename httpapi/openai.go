@@ -186,7 +186,7 @@ func (j *job) streamSSE(w *bufio.Writer, k kind) (string, error) {
 type collector struct{ j *job }
 
 func (k collector) token(c *choice, text string, t engine.Token) error {
-	if k.j.lp && !isHidden(k.j.m.Tokenizer, t.ID) {
+	if k.j.lp {
 		c.lps = append(c.lps, tokLP{token: tokenText(k.j.m.Tokenizer, t.ID), logprob: t.Logprob, offset: c.offset, top: t.Top()})
 	}
 	c.text = append(c.text, text...)
@@ -299,7 +299,11 @@ func (j *job) responseJSON() []byte {
 		} else {
 			cj.Text = &text
 			if j.lp {
-				lp := &completionLogprobs{}
+				// Lists, never null (an answer with no token has empty ones).
+				lp := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []jfloat{}, TextOffset: []int{}}
+				if j.top > 0 {
+					lp.TopLogprobs = []topMap{}
+				}
 				for i := range c.lps {
 					t := &c.lps[i]
 					lp.Tokens = append(lp.Tokens, t.token)
@@ -508,7 +512,7 @@ func (j *job) appendTopMap(b []byte, lp *tokLP) []byte {
 
 func (s *chunkSink) token(c *choice, text string, t engine.Token) error {
 	var lp *tokLP
-	if s.j.lp && !isHidden(s.j.m.Tokenizer, t.ID) {
+	if s.j.lp {
 		lp = &tokLP{token: tokenText(s.j.m.Tokenizer, t.ID), logprob: t.Logprob, offset: c.offset, top: t.Top()}
 	}
 	s.chunk(c, deltaText, text, "", lp)

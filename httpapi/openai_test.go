@@ -151,6 +151,76 @@ func TestCompletionStreamingHiddenTokens(t *testing.T) {
 	}
 }
 
+// Logprobs list every generated token, hidden ones too, with their
+// vocabulary text, as vLLM lists every sampled token: as many entries as
+// completion_tokens, in completions and chat, streamed or not; a hidden
+// token adds no text, so its text_offset does not move.
+func TestLogprobsHiddenTokens(t *testing.T) {
+	ts := startServer(t, nil)
+	eos := ts.m.Tokenizer.Vocab().EOS
+	if eos < 0 {
+		t.Fatal("the test model has no EOS")
+	}
+	want := ts.m.Tokenizer.Decode([]int32{eos})
+	if want == "" {
+		t.Fatal("the EOS has no vocabulary text")
+	}
+	bias := map[string]any{fmt.Sprint(eos): 100}
+	// Under ignore_eos: four EOS tokens; without it, one, which stops.
+	for _, c := range []struct {
+		ignore bool
+		n      int
+		finish string
+	}{{true, 4, "length"}, {false, 1, "stop"}} {
+		req := map[string]any{"prompt": "In the beginning", "max_tokens": 4, "temperature": 0, "ignore_eos": c.ignore,
+			"logit_bias": bias, "logprobs": 2}
+		r := ts.post("/v1/completions", req).json(t)
+		lp, _ := path(r, "choices", 0, "logprobs").(map[string]any)
+		toks, _ := lp["tokens"].([]any)
+		offs, _ := lp["text_offset"].([]any)
+		tops, _ := lp["top_logprobs"].([]any)
+		if num(path(r, "usage", "completion_tokens")) != float64(c.n) || len(toks) != c.n || len(offs) != c.n || len(tops) != c.n ||
+			str(path(r, "choices", 0, "finish_reason")) != c.finish {
+			t.Fatalf("ignore_eos %v: %v", c.ignore, r)
+		}
+		for i := range toks {
+			if str(toks[i]) != want || num(offs[i]) != 0 {
+				t.Errorf("ignore_eos %v: entry %d is %v at %v, want %q at 0", c.ignore, i, toks[i], offs[i], want)
+			}
+		}
+		chat := map[string]any{"messages": []map[string]any{{"role": "user", "content": "Hi"}}, "max_completion_tokens": 4,
+			"temperature": 0, "ignore_eos": c.ignore, "logit_bias": bias, "logprobs": true, "top_logprobs": 1}
+		r = ts.post("/v1/chat/completions", chat).json(t)
+		content, _ := path(r, "choices", 0, "logprobs", "content").([]any)
+		if len(content) != c.n || num(path(r, "usage", "completion_tokens")) != float64(c.n) {
+			t.Fatalf("chat, ignore_eos %v: %v", c.ignore, r)
+		}
+		for _, e := range content {
+			if str(path(e, "token")) != want {
+				t.Errorf("chat, ignore_eos %v: entry %v, want %q", c.ignore, e, want)
+			}
+		}
+		// Streamed: the same entries, spread over the chunks.
+		chat["stream"] = true
+		n := 0
+		for _, ev := range readSSE(t, ts.post("/v1/chat/completions", chat).body) {
+			if ev.data == "[DONE]" {
+				continue
+			}
+			entries, _ := path(mustJSON(t, ev.data), "choices", 0, "logprobs", "content").([]any)
+			for _, e := range entries {
+				if str(path(e, "token")) != want {
+					t.Errorf("chat stream, ignore_eos %v: entry %v", c.ignore, e)
+				}
+				n++
+			}
+		}
+		if n != c.n {
+			t.Errorf("chat stream, ignore_eos %v: %d entries, want %d", c.ignore, n, c.n)
+		}
+	}
+}
+
 func TestChat(t *testing.T) {
 	ts := startServer(t, nil)
 	msgs := []map[string]any{
