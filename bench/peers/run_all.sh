@@ -9,7 +9,8 @@
 #   RINGLM_BIN [.carry/ringlm]   CUDA_TEST [.carry/cuda.test]   OUT [./bench-gpu-out]
 #   PEERS ["gptfast hf_cb hf_eager"] (order = run order; "" runs none)   SKIP_RINGLM [0]
 #   TYPE [bf16] weight type of the model (synth --type, RINGLM_BENCH_TYPE)
-#   GGUF [/tmp/ringlm-peers/llama-3.2-1b-$TYPE.gguf] (kept and reused if present)
+#   PRESET [llama-3.2-1b] the model's shape (synth --preset, RINGLM_BENCH_PRESET), e.g. qwen2.5-0.5b
+#   GGUF [/tmp/ringlm-peers/$PRESET-$TYPE.gguf] (kept and reused if present)
 #   RINGLM_CUDA_LIB: an already built libringlm_cuda.so (skips `make cuda`)
 #   BATCHES [1,16,64,256]  GO_BENCHTIME [200x]  GPTFAST_STEPS [200]  HF_STEPS [64]
 #   CB_REQUESTS [256]  CB_STEPS [64]   GPTFAST_ARGS, HF_EAGER_ARGS, HF_CB_ARGS: extra flags
@@ -27,7 +28,8 @@ OUTDIR=${OUT:-$ROOT/bench-gpu-out}
 PEERS=${PEERS-gptfast hf_cb hf_eager}
 SKIP_RINGLM=${SKIP_RINGLM:-0}
 TYPE=${TYPE:-bf16}
-GGUF=${GGUF:-/tmp/ringlm-peers/llama-3.2-1b-$TYPE.gguf}
+PRESET=${PRESET:-llama-3.2-1b}
+GGUF=${GGUF:-/tmp/ringlm-peers/$PRESET-$TYPE.gguf}
 BATCHES=${BATCHES:-1,16,64,256}
 GO_BENCHTIME=${GO_BENCHTIME:-200x}
 GPTFAST_STEPS=${GPTFAST_STEPS:-200}
@@ -65,7 +67,7 @@ run_capped() { # CAP NAME CMD...: run with a timeout, report how it ended
   return 0
 }
 
-stage "bench-gpu: out $OUTDIR, model $GGUF ($TYPE), peers '${PEERS}', budget ${BUDGET_S}s"
+stage "bench-gpu: out $OUTDIR, model $GGUF ($PRESET, $TYPE), peers '${PEERS}', budget ${BUDGET_S}s"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null || echo "nvidia-smi: unavailable"
 python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1
 git log -1 --format='commit %h %s' 2>/dev/null || true
@@ -93,7 +95,7 @@ if [ -s "$GGUF" ]; then
 elif [ -x "$RB" ] || chmod +x "$RB" 2>/dev/null; then
   t0=$SECONDS
   # Written beside and renamed, so a run cut short never leaves a partial model to be reused.
-  if timeout "$(left 240)" "$RB" synth --preset llama-3.2-1b --type "$TYPE" --seed 1 -o "$GGUF.part"; then
+  if timeout "$(left 240)" "$RB" synth --preset "$PRESET" --type "$TYPE" --seed 1 -o "$GGUF.part"; then
     mv -f "$GGUF.part" "$GGUF"
   else echo "synth failed"; rm -f "$GGUF.part"; fi
   echo "synth: $((SECONDS - t0))s"
@@ -111,7 +113,7 @@ if [ "$SKIP_RINGLM" != 1 ]; then
   if [ ! -x "$CT" ]; then echo "no cuda.test binary at $CT" | tee "$OUTDIR/go-bench.txt"
   elif [ ! -f "$LIB" ]; then echo "no $LIB (make cuda failed?)" | tee "$OUTDIR/go-bench.txt"
   else
-    (cd kernels/cuda && export RINGLM_CUDA_LIB=$LIB RINGLM_BENCH_TYPE=$TYPE &&
+    (cd kernels/cuda && export RINGLM_CUDA_LIB=$LIB RINGLM_BENCH_TYPE=$TYPE RINGLM_BENCH_PRESET=$PRESET &&
        run_capped 240 "ringlm BenchmarkDecode" "$CT" -test.run '^$' -test.bench Decode -test.benchtime "$GO_BENCHTIME") \
        2>&1 | tee "$OUTDIR/go-bench.txt"
   fi

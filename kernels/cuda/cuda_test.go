@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1223,6 +1224,17 @@ func (c *benchClock) hook(_ uint64, entries int, start, end uint64) {
 	}
 }
 
+// benchShape is the benchmarks' model shape: Llama-3.2-1B, or the synth
+// preset RINGLM_BENCH_PRESET names (qwen2.5-0.5b: issue 15's second row).
+func benchShape(b *testing.B) synth.Shape {
+	name := cmp.Or(os.Getenv("RINGLM_BENCH_PRESET"), "llama-3.2-1b")
+	s, err := synth.Lookup(name, "")
+	if err != nil {
+		b.Fatalf("RINGLM_BENCH_PRESET: %v", err)
+	}
+	return s
+}
+
 // BenchmarkDecode: decode throughput of a Llama-3.2-1B-shaped BF16 model
 // (synthetic weights, 2.5 GB) through the whole engine at batch 1, 16, 64
 // and 256, on the device clock. Reported: ms/step, tok/s, the weight bytes
@@ -1236,10 +1248,7 @@ func (c *benchClock) hook(_ uint64, entries int, start, end uint64) {
 // bench/peers/gptfast.py's prefill row is compared with.
 func BenchmarkDecode(b *testing.B) {
 	needGPU(b)
-	s, err := synth.Lookup("llama-3.2-1b", "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := benchShape(b)
 	t0 := time.Now()
 	typ := gguf.TypeBF16 // RINGLM_BENCH_TYPE=f16|q8_0|q4_k... for the others
 	if v := os.Getenv("RINGLM_BENCH_TYPE"); v != "" {

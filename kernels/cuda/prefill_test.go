@@ -12,7 +12,6 @@ import (
 	"ringlm/engine"
 	"ringlm/gguf"
 	"ringlm/sample"
-	"ringlm/synth"
 )
 
 // BenchmarkPrefill: a prompt of 128, 512 or 2048 tokens prefilled in one
@@ -23,11 +22,7 @@ import (
 // so the prefix cache never shortens it.
 func BenchmarkPrefill(b *testing.B) {
 	needGPU(b)
-	s, err := synth.Lookup("llama-3.2-1b", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := loadSynth(b, s, gguf.TypeBF16, 1)
+	m := loadSynth(b, benchShape(b), gguf.TypeBF16, 1)
 	const budget = 2048
 	dev, err := Open(m, Options{Slots: 8, Context: 4096, MaxStepTokens: budget, KVMaxBytes: 8 << 30})
 	if err != nil {
