@@ -1236,8 +1236,9 @@ func benchShape(b *testing.B) synth.Shape {
 }
 
 // BenchmarkDecode: decode throughput of a Llama-3.2-1B-shaped BF16 model
-// (synthetic weights, 2.5 GB) through the whole engine at batch 1, 16, 64
-// and 256, on the device clock. Reported: ms/step, tok/s, the weight bytes
+// (synthetic weights, 2.5 GB; benchShape: or RINGLM_BENCH_PRESET's)
+// through the whole engine at batch 1, 16, 64 and 256, on the device
+// clock. Reported: ms/step, tok/s, the weight bytes
 // streamed per second (WeightBytes / step time), the device's copy
 // bandwidth measured in the same run, and the floor (WeightBytes / copy
 // bandwidth: a step cannot read the weights faster than a copy moves

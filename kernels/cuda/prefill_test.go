@@ -16,7 +16,8 @@ import (
 
 // BenchmarkPrefill: a prompt of 128, 512 or 2048 tokens prefilled in one
 // step (token budget and prefill chunk 2048) on the Llama-3.2-1B-shaped
-// BF16 model, one request at a time, on the device clock: the steps from
+// BF16 model (benchShape: or RINGLM_BENCH_PRESET's), one request at a
+// time, on the device clock: the steps from
 // the request's first to its first token (the prompt's forward passes and
 // the step that samples its first token). Each iteration's prompt is new,
 // so the prefix cache never shortens it.
