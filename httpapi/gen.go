@@ -174,7 +174,8 @@ func (j *job) run(sk sink) error {
 		// the whole batch.
 		j.flushing.Store(int64(time.Since(epoch)))
 		for _, t := range toks {
-			text, stopped := j.feed(c, t)
+			hidden := isHidden(j.m.Tokenizer, t.ID)
+			text, stopped := j.feed(c, t, hidden)
 			// A streamed completion has a chunk for a hidden token too (EOS
 			// under ignore_eos), its text empty, as vLLM streams: clients
 			// time tokens by chunks, and a run of hidden tokens is not a
@@ -183,7 +184,6 @@ func (j *job) run(sk sink) error {
 			// would otherwise count twice. With logprobs every token is
 			// listed, hidden ones too (as vLLM lists every sampled token:
 			// as many entries as completion_tokens).
-			hidden := isHidden(j.m.Tokenizer, t.ID)
 			if text != "" || j.kind == kindExecute || (hidden && j.stream && j.kind == kindCompletion) || j.lp {
 				if err := sk.token(c, text, t); err != nil {
 					return err
@@ -277,8 +277,9 @@ func (j *job) receiver() (next func() (*choice, []engine.Token, bool, error), st
 		}
 }
 
-// feed takes one engine token of c and returns the text it releases.
-func (j *job) feed(c *choice, t engine.Token) (string, bool) {
+// feed takes one engine token of c and returns the text it releases
+// (none for a hidden token: isHidden, which the caller has asked once).
+func (j *job) feed(c *choice, t engine.Token, hidden bool) (string, bool) {
 	c.tokens++
 	if !c.last.IsZero() {
 		gap := t.Time().Sub(c.last)
@@ -288,7 +289,7 @@ func (j *job) feed(c *choice, t engine.Token) (string, bool) {
 		}
 	}
 	c.last = t.Time()
-	if isHidden(j.m.Tokenizer, t.ID) {
+	if hidden {
 		return "", false
 	}
 	piece := c.detok.Add(t.ID)

@@ -106,18 +106,26 @@ func TestCompletionStreaming(t *testing.T) {
 	}
 }
 
+// forcedEOS is the test model's EOS and a logit_bias that makes every
+// token it (under ignore_eos, a run of hidden tokens).
+func forcedEOS(t *testing.T, ts *testServer) (int32, map[string]any) {
+	t.Helper()
+	eos := ts.m.Tokenizer.Vocab().EOS
+	if eos < 0 {
+		t.Fatal("the test model has no EOS")
+	}
+	return eos, map[string]any{fmt.Sprint(eos): 100}
+}
+
 // A streamed completion has a chunk for a hidden token too: under
 // ignore_eos with the EOS forced by logit_bias,
 // six EOS tokens are six chunks of empty text before the finish, as vLLM
 // streams them (a client times tokens by chunks).
 func TestCompletionStreamingHiddenTokens(t *testing.T) {
 	ts := startServer(t, nil)
-	eos := ts.m.Tokenizer.Vocab().EOS
-	if eos < 0 {
-		t.Fatal("the test model has no EOS")
-	}
+	_, bias := forcedEOS(t, ts)
 	req := map[string]any{"prompt": "In the beginning", "max_tokens": 6, "temperature": 0, "ignore_eos": true,
-		"logit_bias": map[string]any{fmt.Sprint(eos): 100}, "stream": true}
+		"logit_bias": bias, "stream": true}
 	evs := readSSE(t, ts.post("/v1/completions", req).body)
 	if len(evs) == 0 || evs[len(evs)-1].data != "[DONE]" {
 		t.Fatalf("events %v", evs)
@@ -157,15 +165,11 @@ func TestCompletionStreamingHiddenTokens(t *testing.T) {
 // token adds no text, so its text_offset does not move.
 func TestLogprobsHiddenTokens(t *testing.T) {
 	ts := startServer(t, nil)
-	eos := ts.m.Tokenizer.Vocab().EOS
-	if eos < 0 {
-		t.Fatal("the test model has no EOS")
-	}
+	eos, bias := forcedEOS(t, ts)
 	want := ts.m.Tokenizer.Decode([]int32{eos})
 	if want == "" {
 		t.Fatal("the EOS has no vocabulary text")
 	}
-	bias := map[string]any{fmt.Sprint(eos): 100}
 	// Under ignore_eos: four EOS tokens; without it, one, which stops.
 	for _, c := range []struct {
 		ignore bool
