@@ -1,0 +1,4 @@
+#!/bin/bash
+cd /work/main
+MIX_90A=1 /opt/mix/bin/nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Xcompiler -fPIC -c -o /tmp/b122/device.o kernels/cuda/device.cu > /tmp/b122/device.log 2>&1
+echo $? > /tmp/b122/done-device
