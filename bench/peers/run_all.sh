@@ -8,9 +8,12 @@
 # Environment (defaults in brackets):
 #   RINGLM_BIN [.carry/ringlm]   CUDA_TEST [.carry/cuda.test]   OUT [./bench-gpu-out]
 #   PEERS ["gptfast hf_cb hf_eager"] (order = run order; "" runs none)   SKIP_RINGLM [0]
-#   TYPE [bf16] weight type of the model (synth --type, RINGLM_BENCH_TYPE)
-#   PRESET [llama-3.2-1b] the model's shape (synth --preset, RINGLM_BENCH_PRESET), e.g. qwen2.5-0.5b
-#   GGUF [/tmp/ringlm-peers/$PRESET-$TYPE.gguf] (kept and reused if present)
+#   TYPE [$RINGLM_BENCH_TYPE or bf16] weight type of the model (synth --type, RINGLM_BENCH_TYPE)
+#   PRESET [$RINGLM_BENCH_PRESET or llama-3.2-1b] the model's shape (synth --preset,
+#     RINGLM_BENCH_PRESET), e.g. qwen2.5-0.5b
+#   GGUF [/tmp/ringlm-peers/$PRESET-$TYPE.gguf] (kept and reused if present): the peers' model.
+#     ringlm's benchmark builds its own from PRESET and TYPE, so a GGUF of
+#     another shape puts two models in one table: set PRESET with it.
 #   RINGLM_CUDA_LIB: an already built libringlm_cuda.so (skips `make cuda`)
 #   BATCHES [1,16,64,256]  GO_BENCHTIME [200x]  GPTFAST_STEPS [200]  HF_STEPS [64]
 #   CB_REQUESTS [256]  CB_STEPS [64]   GPTFAST_ARGS, HF_EAGER_ARGS, HF_CB_ARGS: extra flags
@@ -27,8 +30,8 @@ CUDA_TEST=${2:-${CUDA_TEST:-.carry/cuda.test}}
 OUTDIR=${OUT:-$ROOT/bench-gpu-out}
 PEERS=${PEERS-gptfast hf_cb hf_eager}
 SKIP_RINGLM=${SKIP_RINGLM:-0}
-TYPE=${TYPE:-bf16}
-PRESET=${PRESET:-llama-3.2-1b}
+TYPE=${TYPE:-${RINGLM_BENCH_TYPE:-bf16}}
+PRESET=${PRESET:-${RINGLM_BENCH_PRESET:-llama-3.2-1b}}
 GGUF=${GGUF:-/tmp/ringlm-peers/$PRESET-$TYPE.gguf}
 BATCHES=${BATCHES:-1,16,64,256}
 GO_BENCHTIME=${GO_BENCHTIME:-200x}
