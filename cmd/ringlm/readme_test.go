@@ -59,6 +59,15 @@ func wantRounded(t *testing.T, what string, cited float64, dec int, source float
 	}
 }
 
+// wantAbout checks that cited ("about 33,000") is source rounded to a
+// multiple of unit.
+func wantAbout(t *testing.T, what string, cited, unit, source float64) {
+	t.Helper()
+	if math.Round(source/unit)*unit != cited {
+		t.Errorf("%s: the README says about %.0f, the source says %g", what, cited, source)
+	}
+}
+
 // readmePerplexity is the README's perplexity claim, its command, and the
 // RESULTS row that records the command's output.
 func readmePerplexity(t *testing.T) (cited float64, dec int, cmd string, recorded float64) {
@@ -125,11 +134,17 @@ func TestReadmeFigures(t *testing.T) {
 		t.Errorf("the embedded file has %d parameters, the training run %d", s.Params, train.Params)
 	}
 
-	// The GPU decode figure: bench/RESULTS.md, the split kernel's run.
+	// The GPU figures: bench/RESULTS.md, the run where issues 15 and 17 end.
 	results := readRepoFile(t, "bench/RESULTS.md")
-	v, dec = figure(t, readme, `decodes a 1B model at (\d+\.\d+) ms\s+per token on an H100`)
-	src, _ := figure(t, results, `batch 1 \*\*(\d+\.\d+) ms/step\*\*`)
+	v, dec = figure(t, readme, `decodes a 1B BF16 model at (\d+\.\d+) ms per token\s+alone`)
+	src, _ := figure(t, results, `batch 1 \*\*(\d+\.\d+) ms a step\*\*`)
 	wantRounded(t, "1B decode ms/token (bench/RESULTS.md)", v, dec, src)
+	v, _ = figure(t, readme, `at about (\d+,\d+) tokens/s at batch 256`)
+	src, _ = figure(t, results, `batch 256 \*\*(\d+,\d+) tok/s\*\*`)
+	wantAbout(t, "1B decode tok/s at batch 256 (bench/RESULTS.md)", v, 1000, src)
+	v, _ = figure(t, readme, `gives about (\d+,\d+) output\s+tokens/s to 256 concurrent clients`)
+	src, _ = figure(t, results, `concurrency 256 \*\*(\d+,\d+) out tok/s\*\*`)
+	wantAbout(t, "ringlm serve out tok/s at concurrency 256 (bench/RESULTS.md)", v, 100, src)
 
 	// The synth examples' parameter counts and size.
 	tiny, err := synth.Lookup("tiny", "qwen2")
